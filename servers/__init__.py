@@ -1,0 +1,1 @@
+"""Environments that ship with mcpgym; each runs with `python -m servers.NAME`."""

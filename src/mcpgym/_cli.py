@@ -1,0 +1,163 @@
+"""The `mcpgym` command line, and `mcpgym.run(Env)` behind `python -m servers.NAME`.
+
+Layer: top. Only parses arguments and calls the public API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from mcpgym._check import check_environment
+from mcpgym._connect import connect, load_environment
+from mcpgym._environment import Environment
+from mcpgym._errors import MCPError
+from mcpgym._server import GymServer
+
+_TARGETS = """\
+TARGET is what to talk to:
+  servers.echo:Echo            an Environment class, run in this process (no transport)
+  http://127.0.0.1:8000/mcp    a server over streamable HTTP
+  "python -m servers.echo"     a command to launch, spoken to over stdio
+"""
+
+_EPILOG = f"""\
+{_TARGETS}
+examples:
+  mcpgym serve servers.echo:Echo                    # stdio (what Claude Desktop / Claude Code launch)
+  mcpgym serve servers.echo:Echo --http --port 8000 # streamable HTTP on http://127.0.0.1:8000/mcp
+  mcpgym tools servers.echo:Echo
+  mcpgym call "python -m servers.echo" echo_message '{{"message": "hi"}}'
+  mcpgym check servers.echo:Echo
+"""
+
+
+def _add_serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: %(default)s, loopback only)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="Host header to accept besides loopback (DNS-rebinding protection); repeatable",
+    )
+    parser.add_argument(
+        "--max-episodes", type=int, default=10_000, help="live episodes before new ones are refused (%(default)s)"
+    )
+    parser.add_argument(
+        "--idle-timeout", type=float, default=900.0, help="seconds before an idle episode is closed (%(default)s)"
+    )
+
+
+def _serve(env: type[Environment], args: argparse.Namespace) -> None:
+    server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout)
+    if not args.http:
+        anyio.run(server.run_stdio)
+        return
+    print(f"serving {env.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+    anyio.run(lambda: server.serve_http(args.host, args.port, allowed_hosts=args.allowed_host))
+
+
+def run(env: type[Environment], argv: Sequence[str] | None = None) -> None:
+    """Serve `env` from a `__main__`: stdio by default, `--http --port N` for streamable HTTP."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {env.__module__}",
+        description=f"Serve the {env.__name__} environment as an MCP server (stdio by default).",
+    )
+    _add_serve_options(parser)
+    _serve(env, parser.parse_args(argv))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcpgym",
+        description="Serve, inspect and call mcpgym environments (MCP servers whose tools are actions).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="serve an Environment class over stdio or HTTP", epilog=_EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("env", metavar="MODULE:CLASS", help="the Environment class, e.g. servers.echo:Echo")
+    _add_serve_options(serve)
+
+    tools = sub.add_parser("tools", help="list a target's tools", epilog=_TARGETS,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    tools.add_argument("target", metavar="TARGET")
+    tools.add_argument("--json", action="store_true", help="print the full tools/list entries as JSON")
+
+    call = sub.add_parser("call", help="start an episode and call one tool", epilog=_TARGETS,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    call.add_argument("target", metavar="TARGET")
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="the tool's arguments object")
+    call.add_argument("--seed", type=int, default=None, help="seed for reset()")
+    call.add_argument("--options", default=None, metavar="JSON", help="options object for reset()")
+
+    check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
+    check.add_argument("env", metavar="MODULE:CLASS")
+    return parser
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"mcpgym: {what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"mcpgym: {what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+async def _tools(target: str, as_json: bool) -> None:
+    async with connect(target) as env:
+        listed = await env.list_tools()
+    if as_json:
+        print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed], indent=2))
+        return
+    for t in listed:
+        params = ", ".join(t.input_schema.get("properties", {}))
+        print(f"{t.name}({params})")
+        if t.description:
+            print(f"    {t.description.splitlines()[0]}")
+
+
+async def _call(args: argparse.Namespace) -> int:
+    arguments = _json_object(args.arguments, "the tool arguments")
+    options = _json_object(args.options, "--options") if args.options else None
+    async with connect(args.target) as env:
+        await env.reset(seed=args.seed, options=options)
+        result = await env.call_tool(args.tool, arguments)
+    body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
+    print(json.dumps(body, indent=2))
+    print(f"reward={result.reward} done={result.done} truncated={result.truncated}", file=sys.stderr)
+    return 1 if result.is_error else 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            _serve(load_environment(args.env), args)
+        elif args.command == "tools":
+            anyio.run(_tools, args.target, args.json)
+        elif args.command == "call":
+            sys.exit(anyio.run(_call, args))
+        elif args.command == "check":
+            problems = check_environment(load_environment(args.env), raise_on_error=False)
+            for problem in problems:
+                print(f"- {problem}")
+            print(f"{args.env}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+            sys.exit(1 if problems else 0)
+    except MCPError as exc:
+        sys.exit(f"mcpgym: the server refused the request: {exc.message}")
+    except (ImportError, AttributeError, TypeError) as exc:
+        sys.exit(f"mcpgym: {exc}")

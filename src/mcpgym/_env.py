@@ -1,0 +1,113 @@
+"""`AsyncEnv`: the Gym-style client API, shared by every door (in-process, in-memory, stdio, HTTP).
+
+Layer: client core. Holds everything that is not I/O (episode handle, action dispatch,
+turning a `CallToolResult` and its step stamp into a `StepResult`); a door implements the
+five primitives at the bottom. That split is why the three targets behave identically.
+"""
+
+from __future__ import annotations
+
+import abc
+from types import TracebackType
+from typing import Any, Self, overload
+
+import mcp_types as types
+
+from mcpgym._episode import Outcome
+from mcpgym._protocol import ResetResult, new_episode_id
+from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+
+# Built through the validator directly: same validation, a third of `StepResult(...)`'s cost.
+_TOOL_STEP = StepResult[types.CallToolResult].__pydantic_validator__.validate_python
+
+
+class AsyncEnv(abc.ABC):
+    """An environment as an RL loop sees it. Get one from `mcpgym.connect(target)`.
+
+    ```python
+    async with mcpgym.connect(Echo) as env:
+        first = await env.reset(seed=0)
+        result = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "hi"}))
+        result.observation, result.reward, result.done
+    ```
+    """
+
+    episode_id: str | None = None
+    """The current episode's id (minted here, before the first request, so it is routable)."""
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[JSONValue]:
+        """Start a new episode (closing the previous one) and return its first observation."""
+        episode_id, previous = new_episode_id(), self.episode_id
+        result = await self._reset(episode_id, seed, options, previous)
+        self.episode_id = episode_id
+        return StepResult[JSONValue](observation=result.observation, info=dict(result.info))
+
+    @overload
+    async def step(self, action: CallToolAction) -> StepResult[types.CallToolResult]: ...
+    @overload
+    async def step(self, action: ListToolsAction) -> StepResult[list[types.Tool]]: ...
+    async def step(self, action: Action) -> StepResult[types.CallToolResult] | StepResult[list[types.Tool]]:
+        """Take one action. A tool call returns its MCP result with reward and done attached."""
+        if isinstance(action, ListToolsAction):
+            return StepResult[list[types.Tool]](observation=await self.list_tools())
+        return await self.call_tool(action.tool_name, action.arguments)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
+        """`step(CallToolAction(tool_name=name, arguments=arguments))`, spelled shorter."""
+        o = await self._call(self._current(), name, arguments or {})
+        return _TOOL_STEP(
+            {"observation": o.result, "reward": o.reward, "done": o.done, "truncated": o.truncated, "info": {"step": o.step}}
+        )
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The environment's tools, exactly as `tools/list` shows them to any MCP client."""
+        return await self._list_tools()
+
+    async def state(self) -> EpisodeState:
+        """Episode id, step count, cumulative reward, done flags of the current episode."""
+        return await self._state(self._current())
+
+    async def close_episode(self) -> None:
+        """End the current episode now (the server frees it; `reset()` starts another)."""
+        if self.episode_id is not None:
+            episode_id, self.episode_id = self.episode_id, None
+            await self._close(episode_id)
+
+    async def aclose(self) -> None:
+        """Close the episode and the connection."""
+        try:
+            await self.close_episode()
+        finally:
+            await self._disconnect()
+
+    async def __aenter__(self) -> Self:
+        await self._connect()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _current(self) -> str:
+        if self.episode_id is None:
+            raise RuntimeError("No episode is running: call reset() first")
+        return self.episode_id
+
+    # The primitives each door implements.
+    @abc.abstractmethod
+    async def _connect(self) -> None: ...
+    @abc.abstractmethod
+    async def _disconnect(self) -> None: ...
+    @abc.abstractmethod
+    async def _reset(
+        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
+    ) -> ResetResult: ...
+    @abc.abstractmethod
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome: ...
+    @abc.abstractmethod
+    async def _list_tools(self) -> list[types.Tool]: ...
+    @abc.abstractmethod
+    async def _state(self, episode_id: str) -> EpisodeState: ...
+    @abc.abstractmethod
+    async def _close(self, episode_id: str) -> None: ...

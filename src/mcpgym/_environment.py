@@ -1,0 +1,73 @@
+"""`Environment`: the class an environment author subclasses.
+
+Layer: bottom. The contract, written once here (cf. gymnasium.Env):
+
+- Each episode gets its own instance. `reset(seed, options)` starts the episode and returns
+  the first observation (anything JSON can carry). It may be `async def` or plain `def`.
+- Methods decorated with `@mcpgym.tool` are the actions. Inside one, `self.reward(x)` adds
+  `x` to this step's reward and `self.finish(reward=None)` ends the episode after this step,
+  optionally with a final reward. A tool's return value is its observation, converted to MCP
+  content exactly as the MCP SDK converts tool results.
+- `max_steps` (class attribute) truncates an episode after that many tool calls.
+- `self.rng` is a `random.Random` seeded from `reset(seed=...)` before `reset` runs.
+- `close()` releases resources; mcpgym calls it exactly once per instance.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from mcpgym._tools import ToolSpec, collect_tools
+
+
+@dataclass
+class StepLedger:
+    """What a tool call reported through `reward()` / `finish()`; owned by the episode core."""
+
+    reward: float = 0.0
+    finished: bool = False
+
+
+class Environment:
+    """Base class of every mcpgym environment (see the module docstring for the contract)."""
+
+    max_steps: ClassVar[int | None] = None
+    """Truncate the episode (done, truncated) after this many tool calls; None: no limit."""
+
+    instructions: ClassVar[str | None] = None
+    """Shown to MCP clients as the server's instructions; defaults to the class docstring."""
+
+    __mcpgym_tools__: ClassVar[dict[str, ToolSpec]] = {}
+
+    rng: random.Random
+    _mcpgym_ledger: StepLedger | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Built at class creation so a bad signature fails where it is written, not at serve time.
+        cls.__mcpgym_tools__ = collect_tools(cls)
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        """Start an episode and return its first observation. Override; the default returns None."""
+        return None
+
+    async def close(self) -> None:
+        """Release what the episode holds. Override; called exactly once per instance."""
+
+    def reward(self, value: float) -> None:
+        """Add `value` to the reward of the current tool call."""
+        self._ledger().reward += float(value)
+
+    def finish(self, reward: float | None = None) -> None:
+        """End the episode after the current tool call, optionally adding a final reward."""
+        ledger = self._ledger()
+        ledger.finished = True
+        if reward is not None:
+            ledger.reward += float(reward)
+
+    def _ledger(self) -> StepLedger:
+        if self._mcpgym_ledger is None:
+            raise RuntimeError("reward() and finish() can only be called while one of this environment's tools runs")
+        return self._mcpgym_ledger

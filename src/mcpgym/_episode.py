@@ -1,0 +1,195 @@
+"""The episode core: one environment instance, its step accounting, and every tool call.
+
+Layer: the one place that owns an episode. Protocol-free (it speaks in MCP *types*, never
+in transports): the MCP server handlers and the in-process client both drive exactly this
+code, which is why their results are identical. Imports `_environment`, `_tools`, `_protocol`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import anyio
+import mcp_types as types
+import pydantic_core
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from mcpgym._environment import Environment, StepLedger
+from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
+from mcpgym._protocol import STEP_KEY, ResetResult
+from mcpgym._tools import ToolSpec
+from mcpgym._types import EpisodeState
+
+logger = logging.getLogger("mcpgym")
+
+
+class Outcome(NamedTuple):
+    """One step's result and accounting (the server stamps it into `_meta`; in-process reads it)."""
+
+    result: types.CallToolResult
+    reward: float
+    done: bool
+    truncated: bool
+    step: int
+
+
+class Episode:
+    """One episode: created by `start()`, driven by `call()`, ended by `close()` (exactly once)."""
+
+    def __init__(self, env: Environment, episode_id: str, *, owns_env: bool = True) -> None:
+        self.env = env
+        self.id = episode_id
+        self.owns_env = owns_env
+        self.tools: dict[str, ToolSpec] = type(env).__mcpgym_tools__
+        self.step_count = 0
+        self.total_reward = 0.0
+        self.done = False
+        self.truncated = False
+        self.seed: int | None = None
+        self.last_active = time.monotonic()
+        self.closed = False
+        self._lock = anyio.Lock(fast_acquire=True)
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
+        self.seed = seed
+        self.env.rng = random.Random(seed)
+        try:
+            observation = await _run_user(self.env.reset, False, seed=seed, options=options)
+            jsonable = pydantic_core.to_jsonable_python(observation, fallback=str)
+        except Exception as exc:
+            logger.exception("%s.reset failed", type(self.env).__name__)
+            raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
+        return ResetResult(observation=jsonable)
+
+    @property
+    def busy(self) -> bool:
+        """A tool call is running (idle expiry leaves such an episode alone)."""
+        return self._lock.locked()
+
+    def state(self) -> EpisodeState:
+        return EpisodeState(
+            episode_id=self.id,
+            environment=type(self.env).__name__,
+            step_count=self.step_count,
+            total_reward=self.total_reward,
+            done=self.done,
+            truncated=self.truncated,
+            seed=self.seed,
+        )
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
+        outcome = await self.step(name, arguments)
+        result = outcome.result
+        meta = dict(result.meta) if result.meta else {}
+        meta[STEP_KEY] = {"reward": outcome.reward, "done": outcome.done, "truncated": outcome.truncated, "step": outcome.step}
+        return result.model_copy(update={"meta": meta})
+
+    async def step(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
+        """Run one tool call as one step. Unknown tools are protocol errors; all else is a result."""
+        spec = self.tools.get(name)
+        if spec is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(self.tools)}")
+        # Steps of one episode run one at a time (agents may send parallel calls). The
+        # uncontended fast path skips the scheduler round trip of `async with lock`.
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            return await self._advance(spec, arguments or {})
+        finally:
+            self._lock.release()
+
+    async def _advance(self, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
+        if self.done:
+            return Outcome(_error("The episode is over; start a new one with reset()."), 0.0, True, self.truncated, self.step_count)
+        ledger = StepLedger()
+        try:
+            result = await self._invoke(spec, arguments, ledger)
+        finally:
+            self.last_active = time.monotonic()
+        self.step_count += 1
+        self.total_reward += ledger.reward
+        if ledger.finished:
+            self.done = True
+        elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
+            self.done = self.truncated = True
+        return Outcome(result, ledger.reward, self.done, self.truncated, self.step_count)
+
+    async def _invoke(self, spec: ToolSpec, arguments: dict[str, Any], ledger: StepLedger) -> types.CallToolResult:
+        try:
+            kwargs = spec.validate(arguments)
+        except ValidationError as exc:
+            return _error(f"Invalid arguments for tool {spec.name!r}: {_summarise(exc)}")
+        method = getattr(self.env, spec.method_name)
+        self.env._mcpgym_ledger = ledger
+        try:
+            if spec.is_async:
+                value = await method(**kwargs)
+            elif spec.inline:
+                value = method(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(functools.partial(method, **kwargs))
+        except MCPError:
+            raise
+        except Exception as exc:
+            return _tool_failure(spec.name, exc)
+        finally:
+            self.env._mcpgym_ledger = None
+        try:
+            return spec.convert(value)
+        except Exception as exc:
+            return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
+
+    async def close(self) -> None:
+        """Release the environment. Idempotent; runs `env.close()` once even under cancellation."""
+        if self.closed:
+            return
+        self.closed = True
+        if not self.owns_env:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await _run_user(self.env.close, False)
+            except Exception:
+                logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
+
+
+async def _run_user(fn: Callable[..., Any], inline: bool, **kwargs: Any) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(**kwargs)
+    if inline:
+        return fn(**kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _tool_failure(name: str, exc: Exception) -> types.CallToolResult:
+    if isinstance(exc, ToolError):
+        return _error(str(exc))
+    logger.warning("tool %r raised", name, exc_info=exc)
+    return _error(f"Tool {name!r} raised {_describe(exc)}")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,27 @@
+"""Errors mcpgym raises, by boundary.
+
+    MCPError (from the mcp SDK)            a protocol error: the request itself was refused
+    │                                      (unknown tool, unknown or expired episode, server
+    │                                      at capacity). Raised identically in-process and over
+    │                                      every MCP door, with the same code and message.
+    └── (no subclasses: codes and messages carry the detail)
+
+    ToolError                              raise inside a tool to fail the call on purpose: the
+                                           agent sees an `isError` result with your message.
+
+A tool that raises anything else also yields an `isError` result (naming the exception), and
+the episode goes on. Tool failures are data for the agent; protocol errors are exceptions for
+the caller.
+"""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver.exceptions import ToolError as _SDKToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+
+__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MCPError", "ToolError"]
+
+
+class ToolError(_SDKToolError):
+    """Fail the current tool call with this message (an `isError` result, not an exception)."""

@@ -1,0 +1,75 @@
+"""In-process door: the trainer calls the episode core directly.
+
+Layer: client door. No JSON-RPC, no streams, no serialisation round trip: `reset`/`step`
+run the same `Episode` code the MCP server handlers run, so validation, errors and result
+shapes are the server's own (rfcs/0002-in-process-mode.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from mcpgym._env import AsyncEnv
+from mcpgym._environment import Environment
+from mcpgym._episode import Episode, Outcome
+from mcpgym._errors import INVALID_PARAMS, MCPError
+from mcpgym._protocol import ResetResult
+from mcpgym._types import EpisodeState
+
+
+class InProcessEnv(AsyncEnv):
+    """An environment class (one fresh instance per episode) or instance (reused), driven directly."""
+
+    def __init__(self, env: type[Environment] | Environment) -> None:
+        if isinstance(env, Environment):
+            self._shared: Environment | None = env
+            env_cls: type[Environment] = type(env)
+        elif isinstance(env, type) and issubclass(env, Environment):
+            self._shared = None
+            env_cls = env
+        else:
+            raise TypeError(f"in-process mode needs an mcpgym.Environment subclass or instance, not {env!r}")
+        self.env_cls = env_cls
+        self._tools = [spec.definition for spec in env_cls.__mcpgym_tools__.values()]
+        self._episode: Episode | None = None
+
+    async def _connect(self) -> None:
+        pass
+
+    async def _disconnect(self) -> None:
+        if self._shared is not None:
+            await Episode(self._shared, "-").close()  # the shared instance's one close()
+
+    async def _reset(
+        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
+    ) -> ResetResult:
+        await self._drop_episode()
+        env = self._shared if self._shared is not None else self.env_cls()
+        episode = Episode(env, episode_id, owns_env=self._shared is None)
+        self._episode = episode
+        return await episode.start(seed, options)
+
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
+        return await self._get(episode_id).step(name, arguments)
+
+    async def _list_tools(self) -> list[types.Tool]:
+        return list(self._tools)
+
+    async def _state(self, episode_id: str) -> EpisodeState:
+        return self._get(episode_id).state()
+
+    async def _close(self, episode_id: str) -> None:
+        if self._episode is not None and self._episode.id == episode_id:
+            await self._drop_episode()
+
+    async def _drop_episode(self) -> None:
+        episode, self._episode = self._episode, None
+        if episode is not None:
+            await episode.close()
+
+    def _get(self, episode_id: str) -> Episode:
+        if self._episode is None or self._episode.id != episode_id:
+            raise MCPError(INVALID_PARAMS, "Unknown episode: it was closed. Call reset() to start a new episode.")
+        return self._episode

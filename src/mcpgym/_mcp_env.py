@@ -1,0 +1,116 @@
+"""MCP door: drive an environment server through the official `mcp.Client`.
+
+Layer: client door. Works against a URL (streamable HTTP), a command (stdio) or a server
+object (the SDK's in-memory transport). The episode id rides in `_meta` on every request
+and, over HTTP, in the `Mcpgym-Episode` header too, so a router can pin an episode to the
+replica that holds it (rfcs/0001-protocol-mapping.md).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx2
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server import Server
+
+from mcpgym._env import AsyncEnv
+from mcpgym._episode import Outcome
+from mcpgym._protocol import (
+    EPISODE_HEADER,
+    EPISODE_KEY,
+    CloseRequest,
+    EpisodeParams,
+    ResetParams,
+    ResetRequest,
+    ResetResult,
+    StateRequest,
+    StateResult,
+    split_meta,
+)
+from mcpgym._types import EpisodeState
+
+MCPTarget = str | StdioServerParameters | Server[Any]
+
+
+class MCPEnv(AsyncEnv):
+    """An environment reached over MCP (see `mcpgym.connect` for the accepted targets)."""
+
+    def __init__(
+        self,
+        target: MCPTarget,
+        *,
+        mode: str = "auto",
+        read_timeout: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.target = target
+        self.mode = mode
+        self.read_timeout = read_timeout
+        self.headers = dict(headers or {})
+        self._stack: AsyncExitStack | None = None
+        self._client: Client | None = None
+        self._http: httpx2.AsyncClient | None = None
+
+    async def _connect(self) -> None:
+        async with AsyncExitStack() as stack:
+            server: Any = self.target
+            if isinstance(server, str):
+                # One HTTP client per env: its headers carry this env's current episode id.
+                self._http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+                )
+                server = streamable_http_client(server, http_client=self._http)
+            client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout)
+            self._client = await stack.enter_async_context(client)
+            self._stack = stack.pop_all()
+
+    async def _disconnect(self) -> None:
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    @property
+    def client(self) -> Client:
+        """The underlying `mcp.Client` (for anything beyond the Gym API)."""
+        if self._client is None:
+            raise RuntimeError("not connected: use `async with mcpgym.connect(...)`")
+        return self._client
+
+    async def _reset(
+        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
+    ) -> ResetResult:
+        if self._http is not None:
+            self._http.headers[EPISODE_HEADER] = episode_id
+        params = ResetParams(seed=seed, options=options, previous=previous, _meta={EPISODE_KEY: episode_id})
+        return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
+
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
+        result = await self.client.call_tool(name, arguments, meta={EPISODE_KEY: episode_id})
+        stamp, own_meta = split_meta(result.meta)
+        if result.meta:
+            result = result.model_copy(update={"meta": own_meta})
+        if stamp is None:  # not an mcpgym server: a plain tool result, no reward
+            return Outcome(result, 0.0, False, False, 0)
+        return Outcome(result, stamp.reward, stamp.done, stamp.truncated, stamp.step)
+
+    async def _list_tools(self) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await self.client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def _state(self, episode_id: str) -> EpisodeState:
+        request = StateRequest(params=EpisodeParams(_meta={EPISODE_KEY: episode_id}))
+        return (await self.client.session.send_request(request, StateResult)).state
+
+    async def _close(self, episode_id: str) -> None:
+        request = CloseRequest(params=EpisodeParams(_meta={EPISODE_KEY: episode_id}))
+        await self.client.session.send_request(request, types.EmptyResult)

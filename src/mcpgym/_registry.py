@@ -1,0 +1,114 @@
+"""The server's episodes: explicit ones named by the client, implicit ones tied to a connection.
+
+Layer: above the episode core, below transports. One registry per served environment; it
+owns creation (capacity), lookup, idle expiry and shutdown, so no transport keeps episode
+state of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from mcpgym._environment import Environment
+from mcpgym._episode import Episode, logger
+from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
+from mcpgym._protocol import ResetResult, new_episode_id
+
+EnvFactory = Callable[[], Environment]
+
+
+class EpisodeRegistry:
+    def __init__(
+        self,
+        factory: EnvFactory,
+        *,
+        max_episodes: int | None = 10_000,
+        idle_timeout: float | None = 900.0,
+    ) -> None:
+        self.factory = factory
+        self.max_episodes = max_episodes
+        self.idle_timeout = idle_timeout
+        self._episodes: dict[str, Episode] = {}
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+    async def reset(
+        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None = None
+    ) -> ResetResult:
+        if previous is not None and previous != episode_id:
+            await self.close(previous)
+        await self.close(episode_id)  # resetting a live id starts a fresh instance
+        episode = self._admit(episode_id)
+        try:
+            return await episode.start(seed, options)
+        except BaseException:
+            await self.close(episode_id)
+            raise
+
+    def get(self, episode_id: str) -> Episode:
+        episode = self._episodes.get(episode_id)
+        if episode is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                "Unknown episode: it was closed, expired after the idle timeout, or never reset on this "
+                "server. Call reset() to start a new episode.",
+            )
+        return episode
+
+    async def open_implicit(self) -> Episode:
+        """An episode for a client that never called reset (a plain MCP agent)."""
+        episode_id = new_episode_id()
+        episode = self._admit(episode_id)
+        try:
+            await episode.start(None, None)
+        except BaseException:
+            await self.close(episode_id)
+            raise
+        return episode
+
+    async def close(self, episode_id: str) -> None:
+        episode = self._episodes.pop(episode_id, None)
+        if episode is not None:
+            await episode.close()
+
+    async def close_all(self) -> None:
+        for episode_id in list(self._episodes):
+            await self.close(episode_id)
+
+    async def expire_idle(self, now: float | None = None) -> int:
+        """Close every episode idle for longer than `idle_timeout`; returns how many."""
+        if self.idle_timeout is None:
+            return 0
+        cutoff = (time.monotonic() if now is None else now) - self.idle_timeout
+        stale = [eid for eid, ep in self._episodes.items() if ep.last_active < cutoff and not ep.busy]
+        for episode_id in stale:
+            logger.info("episode %s expired after %.0fs idle", episode_id, self.idle_timeout)
+            await self.close(episode_id)
+        return len(stale)
+
+    async def run_expiry(self) -> None:
+        """Expire idle episodes until cancelled (run inside the server's task group)."""
+        if self.idle_timeout is None:
+            return
+        period = max(0.05, min(self.idle_timeout / 4, 30.0))
+        while True:
+            await anyio.sleep(period)
+            await self.expire_idle()
+
+    def _admit(self, episode_id: str) -> Episode:
+        limit = math.inf if self.max_episodes is None else self.max_episodes
+        if len(self._episodes) >= limit:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"Server at capacity: {len(self._episodes)} live episodes (max_episodes={self.max_episodes}). "
+                "Close finished episodes or retry later.",
+            )
+        episode = Episode(self.factory(), episode_id)
+        self._episodes[episode_id] = episode
+        return episode

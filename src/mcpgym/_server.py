@@ -1,0 +1,202 @@
+"""Serve an Environment as an MCP server (stdio or streamable HTTP) on the official SDK.
+
+Layer: transport. Builds one low-level `mcp.server.Server` whose `tools/list` and
+`tools/call` handlers, and whose Gym control plane (an SDK `Extension` contributing the
+`mcpgym/*` request methods), only look up an episode in the registry and drive the episode
+core. See rfcs/0001-protocol-mapping.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from mcpgym._environment import Environment
+from mcpgym._episode import Episode
+from mcpgym._errors import INVALID_PARAMS, MCPError
+from mcpgym._protocol import (
+    CLOSE_METHOD,
+    EPISODE_HEADER,
+    EPISODE_KEY,
+    EXTENSION_ID,
+    RESET_METHOD,
+    STATE_METHOD,
+    EpisodeParams,
+    ResetParams,
+    ResetResult,
+    StateResult,
+    is_valid_episode_id,
+)
+from mcpgym._registry import EnvFactory, EpisodeRegistry
+
+Ctx = ServerRequestContext[Any, Any]
+_IMPLICIT = "mcpgym.implicit-episode"
+
+
+class GymExtension(Extension):
+    """The Gym control plane as an SDK extension: request methods, never tools."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, registry: EpisodeRegistry) -> None:
+        self.registry = registry
+
+    def settings(self) -> dict[str, Any]:
+        return {"methods": [RESET_METHOD, STATE_METHOD, CLOSE_METHOD], "episodeMetaKey": EPISODE_KEY}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding(RESET_METHOD, ResetParams, self._reset),
+            MethodBinding(STATE_METHOD, EpisodeParams, self._state),
+            MethodBinding(CLOSE_METHOD, EpisodeParams, self._close),
+        )
+
+    async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
+        episode_id = require_episode_id(ctx)
+        return await self.registry.reset(episode_id, params.seed, params.options, params.previous)
+
+    async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
+        return StateResult(state=self.registry.get(require_episode_id(ctx)).state())
+
+    async def _close(self, ctx: Ctx, params: EpisodeParams) -> types.EmptyResult:
+        await self.registry.close(require_episode_id(ctx))
+        return types.EmptyResult()
+
+
+class GymServer:
+    """An environment class served over MCP: `run_stdio()`, `http_app()` or `serve_http()`."""
+
+    def __init__(
+        self,
+        env: type[Environment] | EnvFactory,
+        *,
+        name: str | None = None,
+        max_episodes: int | None = 10_000,
+        idle_timeout: float | None = 900.0,
+    ) -> None:
+        env_cls = env if inspect.isclass(env) else type(env())
+        if not issubclass(env_cls, Environment):
+            raise TypeError(f"{env_cls!r} is not an mcpgym.Environment subclass")
+        self.env_cls: type[Environment] = env_cls
+        self.registry = EpisodeRegistry(env, max_episodes=max_episodes, idle_timeout=idle_timeout)
+        self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
+        self.mcp: Server[Any] = Server(
+            name or env_cls.__name__,
+            instructions=env_cls.instructions or inspect.getdoc(env_cls),
+            lifespan=self._lifespan,
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.extension = GymExtension(self.registry)
+        for binding in self.extension.methods():
+            self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
+        self.mcp.extensions[self.extension.identifier] = self.extension.settings()
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.registry.run_expiry)
+            try:
+                yield {}
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self.registry.close_all()
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = self.env_cls.__mcpgym_tools__.get(name)
+        return None if spec is None else spec.definition.input_schema
+
+    async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return self._tools
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        episode_id = episode_id_of(ctx)
+        episode = self.registry.get(episode_id) if episode_id is not None else await self._implicit(ctx)
+        return await episode.call(params.name, params.arguments)
+
+    async def _implicit(self, ctx: Ctx) -> Episode:
+        """The connection's own episode, for agents that never reset (closed with the connection).
+
+        On a 2026-07-28 stateless exchange the connection is the single request, so such a
+        call runs in a one-call episode.
+        """
+        connection = ctx.session._connection  # noqa: SLF001 - the SDK exposes no public handle yet
+        lock: anyio.Lock = connection.state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
+        async with lock:
+            episode: Episode | None = connection.state.get(_IMPLICIT)
+            if episode is None or episode.closed:
+                episode = await self.registry.open_implicit()
+                connection.state[_IMPLICIT] = episode
+                connection.exit_stack.push_async_callback(self.registry.close, episode.id)
+            return episode
+
+    async def run_stdio(self) -> None:
+        async with stdio_server() as (read, write):
+            await self.mcp.run(read, write, self.mcp.create_initialization_options())
+
+    def http_app(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        path: str = "/mcp",
+        json_response: bool = True,
+        allowed_hosts: Sequence[str] = (),
+        session_idle_timeout: float | None = 900.0,
+        max_sessions: int | None = None,
+    ) -> Starlette:
+        """The streamable-HTTP ASGI app. DNS-rebinding protection is on for loopback hosts and
+        for any `allowed_hosts` you name."""
+        security = None
+        if allowed_hosts:
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=list(allowed_hosts),
+                allowed_origins=[f"http://{h}" for h in allowed_hosts] + [f"https://{h}" for h in allowed_hosts],
+            )
+        return self.mcp.streamable_http_app(
+            streamable_http_path=path,
+            json_response=json_response,
+            host=host,
+            transport_security=security,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
+        )
+
+    async def serve_http(self, host: str = "127.0.0.1", port: int = 8000, **app_options: Any) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(self.http_app(host=host, **app_options), host=host, port=port, log_level="warning")
+        await uvicorn.Server(config).serve()
+
+
+def episode_id_of(ctx: Ctx) -> str | None:
+    """The episode a request names: `_meta[EPISODE_KEY]`, else the HTTP `Mcpgym-Episode` header."""
+    value: object = ctx.meta.get(EPISODE_KEY) if ctx.meta else None
+    if value is None and ctx.request is not None:
+        value = getattr(ctx.request, "headers", {}).get(EPISODE_HEADER)
+    if value is None:
+        return None
+    if not is_valid_episode_id(value):
+        raise MCPError(INVALID_PARAMS, f"Malformed episode id in _meta[{EPISODE_KEY!r}]: expected 22-128 URL-safe characters")
+    assert isinstance(value, str)
+    return value
+
+
+def require_episode_id(ctx: Ctx) -> str:
+    episode_id = episode_id_of(ctx)
+    if episode_id is None:
+        raise MCPError(INVALID_PARAMS, f"mcpgym control requests name their episode in _meta[{EPISODE_KEY!r}]")
+    return episode_id

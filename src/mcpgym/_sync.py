@@ -1,0 +1,80 @@
+"""`SyncEnv`: the blocking twin of `AsyncEnv`, for trainers without an event loop.
+
+Layer: one thin layer over the async client. Every call is forwarded through an anyio
+blocking portal (an event loop in a helper thread that lives exactly as long as the
+`with` block); there is no second implementation of anything.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, ExitStack
+from types import TracebackType
+from typing import Any, Self, overload
+
+import mcp_types as types
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from mcpgym._connect import Target, connect
+from mcpgym._env import AsyncEnv
+from mcpgym._types import CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+
+
+class SyncEnv(AbstractContextManager["SyncEnv"]):
+    """Blocking environment client: `with mcpgym.connect_sync(target) as env: env.reset()`."""
+
+    def __init__(self, env: AsyncEnv) -> None:
+        self.env = env
+        self._stack = ExitStack()
+        self._portal: BlockingPortal | None = None
+
+    def __enter__(self) -> Self:
+        with ExitStack() as stack:
+            self._portal = stack.enter_context(start_blocking_portal())
+            stack.enter_context(self._portal.wrap_async_context_manager(self.env))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stack.__exit__(exc_type, exc, tb)
+        self._portal = None
+
+    @property
+    def portal(self) -> BlockingPortal:
+        if self._portal is None:
+            raise RuntimeError("use SyncEnv inside a `with` block")
+        return self._portal
+
+    @property
+    def episode_id(self) -> str | None:
+        return self.env.episode_id
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[JSONValue]:
+        return self.portal.call(self.env.reset, seed, options)
+
+    @overload
+    def step(self, action: CallToolAction) -> StepResult[types.CallToolResult]: ...
+    @overload
+    def step(self, action: ListToolsAction) -> StepResult[list[types.Tool]]: ...
+    def step(
+        self, action: CallToolAction | ListToolsAction
+    ) -> StepResult[types.CallToolResult] | StepResult[list[types.Tool]]:
+        return self.portal.call(self.env.step, action)  # type: ignore[arg-type]
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
+        return self.portal.call(self.env.call_tool, name, arguments)
+
+    def list_tools(self) -> list[types.Tool]:
+        return self.portal.call(self.env.list_tools)
+
+    def state(self) -> EpisodeState:
+        return self.portal.call(self.env.state)
+
+    def close_episode(self) -> None:
+        self.portal.call(self.env.close_episode)
+
+
+def connect_sync(target: Target, **options: Any) -> SyncEnv:
+    """The blocking twin of `connect`: `with mcpgym.connect_sync(target) as env: ...`."""
+    return SyncEnv(connect(target, **options))

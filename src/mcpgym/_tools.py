@@ -1,0 +1,176 @@
+"""`@tool`: mark an Environment method as an action, and derive its MCP `Tool` once per class.
+
+Layer: bottom (no transport). Schemas, argument validation and result conversion are the
+MCP SDK's own (`func_metadata`), so a tool looks and behaves exactly as it would on an
+`MCPServer`; we only bind it to a per-episode instance instead of a module-level function.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+import mcp_types as types
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.shared.tool_name_validation import validate_and_warn_tool_name
+from pydantic import TypeAdapter
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MARK = "__mcpgym_tool__"
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    name: str | None = None
+    title: str | None = None
+    description: str | None = None
+    annotations: types.ToolAnnotations | None = None
+    inline: bool = False
+    structured_output: bool | None = None
+
+
+_TEXT = types.TextContent.__pydantic_validator__
+_RESULT = types.CallToolResult.__pydantic_validator__
+_PRIMITIVES = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool of an environment class: its MCP definition and how to call it.
+
+    `validate` and `convert` are the SDK's `FuncMetadata.validate_arguments` and
+    `convert_result` with the per-call lookups hoisted to class creation; a test pins them
+    equal to the SDK's for every kind of argument and return value.
+    """
+
+    name: str
+    method_name: str
+    definition: types.Tool
+    metadata: FuncMetadata
+    is_async: bool
+    inline: bool
+    plain_args: frozenset[str]
+    """Arguments annotated exactly `str`: the SDK's JSON pre-parse never rewrites them."""
+    aliased: bool
+    output_adapter: TypeAdapter[Any] | None
+    wrapped_type: type | None
+    """For `-> str`-style tools, the primitive the SDK wraps as structured `{"result": value}`."""
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not arguments.keys() <= self.plain_args:
+            arguments = self.metadata.pre_parse_json(arguments)
+        model = self.metadata.arg_model.__pydantic_validator__.validate_python(arguments)
+        return model.model_dump_one_level() if self.aliased else dict(model.__dict__)
+
+    def convert(self, value: Any) -> types.CallToolResult:
+        # Fast path for the common text tool (`-> str`, or unannotated, returning a str);
+        # everything else takes the SDK's own conversion.
+        if type(value) is str and (self.output_adapter is None or self.wrapped_type is str):
+            result: dict[str, Any] = {"content": [_TEXT.validate_python({"type": "text", "text": value})]}
+            if self.output_adapter is not None:
+                result["structuredContent"] = {"result": value}
+            return _RESULT.validate_python(result)
+        converted = self.metadata.convert_result(value)
+        if not isinstance(converted, types.CallToolResult):
+            raise TypeError("returned an InputRequiredResult, which mcpgym environments do not support")
+        return converted
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: types.ToolAnnotations | None = None,
+    inline: bool = False,
+    structured_output: bool | None = None,
+) -> Callable[[F], F]: ...
+def tool(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: types.ToolAnnotations | None = None,
+    inline: bool = False,
+    structured_output: bool | None = None,
+) -> F | Callable[[F], F]:
+    """Expose an `Environment` method to agents as an MCP tool.
+
+    The input schema comes from the type hints and the description from the docstring,
+    exactly as the MCP SDK derives them. `async def` tools run on the event loop; plain
+    `def` tools run in a worker thread so blocking code cannot stall other episodes, unless
+    `inline=True` says the method is quick and never blocks (then it runs on the loop and
+    skips the thread hop, which costs tens of microseconds).
+    """
+    options = ToolOptions(name, title, description, annotations, inline, structured_output)
+
+    def mark(f: F) -> F:
+        if not callable(f):
+            raise TypeError(f"@mcpgym.tool decorates a method, not {f!r}")
+        setattr(f, _MARK, options)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def collect_tools(cls: type) -> dict[str, ToolSpec]:
+    """Build the tool table of an environment class (inherited tools included, overrides win)."""
+    found: dict[str, Callable[..., Any]] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, value in vars(klass).items():
+            if hasattr(value, _MARK):
+                found[attr] = value
+            elif attr in found:
+                del found[attr]  # overridden by an undecorated method: no longer a tool
+    specs: dict[str, ToolSpec] = {}
+    for attr, fn in found.items():
+        spec = _build_spec(cls, attr, fn, getattr(fn, _MARK))
+        if spec.name in specs:
+            raise TypeError(f"{cls.__name__}: two methods declare the tool name {spec.name!r}")
+        specs[spec.name] = spec
+    return specs
+
+
+def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptions) -> ToolSpec:
+    params = list(inspect.signature(fn).parameters)
+    if not params or params[0] != "self" or isinstance(inspect.getattr_static(cls, attr), staticmethod | classmethod):
+        raise TypeError(f"{cls.__name__}.{attr}: @mcpgym.tool goes on a regular method (first parameter `self`)")
+    name = options.name or attr
+    validate_and_warn_tool_name(name)
+    metadata = func_metadata(fn, skip_names=["self"], structured_output=options.structured_output)
+    description = options.description or inspect.getdoc(fn) or ""
+    definition = types.Tool(
+        name=name,
+        title=options.title,
+        description=description,
+        input_schema=metadata.arg_model.model_json_schema(by_alias=True),
+        output_schema=metadata.output_schema,
+        annotations=options.annotations,
+    )
+    fields = metadata.arg_model.model_fields
+    plain = frozenset((f.alias or n) for n, f in fields.items() if f.annotation is str)
+    output = metadata.output_model if metadata.output_schema is not None else None
+    wrapped = None
+    if output is not None and metadata.wrap_output:
+        result_type = output.model_fields["result"].annotation
+        wrapped = result_type if result_type in _PRIMITIVES else None
+    return ToolSpec(
+        name=name,
+        method_name=attr,
+        definition=definition,
+        metadata=metadata,
+        is_async=inspect.iscoroutinefunction(fn),
+        inline=options.inline,
+        plain_args=plain,
+        aliased=any(f.alias for f in fields.values()),
+        output_adapter=None if output is None else metadata._output_adapter(output),
+        wrapped_type=wrapped,
+    )
