@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -56,23 +57,36 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _serve(env: type[Environment], args: argparse.Namespace) -> None:
+def _serve(env: type[Environment] | functools.partial[Environment], args: argparse.Namespace) -> None:
     server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout)
     if not args.http:
         anyio.run(server.run_stdio)
         return
-    print(f"serving {env.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+    print(f"serving {server.env_cls.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
     anyio.run(lambda: server.serve_http(args.host, args.port, allowed_hosts=args.allowed_host))
 
 
-def run(env: type[Environment], argv: Sequence[str] | None = None) -> None:
-    """Serve `env` from a `__main__`: stdio by default, `--http --port N` for streamable HTTP."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {env.__module__}",
-        description=f"Serve the {env.__name__} environment as an MCP server (stdio by default).",
-    )
+def run(
+    env: type[Environment],
+    argv: Sequence[str] | None = None,
+    *,
+    parser: argparse.ArgumentParser | None = None,
+    configure: Callable[[argparse.Namespace], functools.partial[Environment]] | None = None,
+) -> None:
+    """Serve `env` from a `__main__`: stdio by default, `--http --port N` for streamable HTTP.
+
+    An environment with flags of its own passes a `parser` holding them (the serve flags are
+    added to it) and `configure`, which turns the parsed flags into the per-episode factory,
+    e.g. `lambda args: functools.partial(Coding, tasks=args.tasks)`.
+    """
+    if parser is None:
+        parser = argparse.ArgumentParser(
+            prog=f"python -m {env.__module__}",
+            description=f"Serve the {env.__name__} environment as an MCP server (stdio by default).",
+        )
     _add_serve_options(parser)
-    _serve(env, parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    _serve(configure(args) if configure is not None else env, args)
 
 
 def _parser() -> argparse.ArgumentParser:

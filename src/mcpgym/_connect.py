@@ -5,6 +5,7 @@ Layer: client facade. Imports the doors; nothing imports it but `__init__` and t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -22,7 +23,7 @@ from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._server import GymServer
 
-Target = type[Environment] | Environment | GymServer | Server[Any] | StdioServerParameters | str | Sequence[str]
+Target = type[Environment] | Environment | functools.partial[Environment] | GymServer | Server[Any] | StdioServerParameters | str | Sequence[str]
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -38,8 +39,9 @@ def connect(
 
     `target` is one of:
 
-    - an `Environment` subclass (one fresh instance per episode) or instance, or an import
-      path `"package.module:Class"`: **in-process**, no transport at all;
+    - an `Environment` subclass or `functools.partial(Subclass, **kwargs)` (one fresh instance
+      per episode), an instance (shared by its episodes), or an import path
+      `"package.module:Class"`: **in-process**, no transport at all;
     - `"http://host:port/mcp"`: MCP streamable HTTP;
     - a command, as a string or argv list (`"python -m servers.echo"`; a leading `python` means
       this interpreter), or `StdioServerParameters`: MCP over the command's stdio;
@@ -49,7 +51,9 @@ def connect(
     """
     if isinstance(target, str) and _IMPORT_PATH.match(target):
         target = load_environment(target)
-    if isinstance(target, Environment) or (inspect.isclass(target) and issubclass(target, Environment)):
+    if isinstance(target, Environment | functools.partial) or (
+        inspect.isclass(target) and issubclass(target, Environment)
+    ):
         return InProcessEnv(target)
     if isinstance(target, GymServer):
         target = target.mcp

@@ -15,7 +15,10 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,3 +74,14 @@ class Environment:
         if self._mcpgym_ledger is None:
             raise RuntimeError("reward() and finish() can only be called while one of this environment's tools runs")
         return self._mcpgym_ledger
+
+
+def resolve_factory(env: object) -> tuple[type[Environment], Callable[[], Environment]]:
+    """The class and per-episode factory behind an Environment subclass or a
+    `functools.partial(Subclass, ...)` (how constructor arguments are passed)."""
+    cls = env.func if isinstance(env, functools.partial) else env
+    if not (inspect.isclass(cls) and issubclass(cls, Environment)):
+        raise TypeError(
+            f"expected an mcpgym.Environment subclass or functools.partial(Subclass, ...), not {env!r}"
+        )
+    return cls, env  # type: ignore[return-value]

@@ -7,12 +7,13 @@ shapes are the server's own (rfcs/0002-in-process-mode.md).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import mcp_types as types
 
 from mcpgym._env import AsyncEnv
-from mcpgym._environment import Environment
+from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, Outcome
 from mcpgym._errors import INVALID_PARAMS, MCPError
 from mcpgym._protocol import ResetResult
@@ -20,19 +21,16 @@ from mcpgym._types import EpisodeState
 
 
 class InProcessEnv(AsyncEnv):
-    """An environment class (one fresh instance per episode) or instance (reused), driven directly."""
+    """An environment class or `partial(Class, ...)` (a fresh instance per episode), or an
+    instance (reused by every episode), driven directly."""
 
-    def __init__(self, env: type[Environment] | Environment) -> None:
-        if isinstance(env, Environment):
-            self._shared: Environment | None = env
-            env_cls: type[Environment] = type(env)
-        elif isinstance(env, type) and issubclass(env, Environment):
-            self._shared = None
-            env_cls = env
+    def __init__(self, env: type[Environment] | Environment | functools.partial[Environment]) -> None:
+        self._shared: Environment | None = env if isinstance(env, Environment) else None
+        if self._shared is not None:
+            self.env_cls: type[Environment] = type(self._shared)
         else:
-            raise TypeError(f"in-process mode needs an mcpgym.Environment subclass or instance, not {env!r}")
-        self.env_cls = env_cls
-        self._tools = [spec.definition for spec in env_cls.__mcpgym_tools__.values()]
+            self.env_cls, self._factory = resolve_factory(env)
+        self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
         self._episode: Episode | None = None
 
     async def _connect(self) -> None:
@@ -46,7 +44,7 @@ class InProcessEnv(AsyncEnv):
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         await self._drop_episode()
-        env = self._shared if self._shared is not None else self.env_cls()
+        env = self._shared if self._shared is not None else self._factory()
         episode = Episode(env, episode_id, owns_env=self._shared is None)
         self._episode = episode
         return await episode.start(seed, options)

@@ -9,6 +9,7 @@ core. See rfcs/0001-protocol-mapping.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-from mcpgym._environment import Environment
+from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode
 from mcpgym._errors import INVALID_PARAMS, MCPError
 from mcpgym._protocol import (
@@ -38,7 +39,7 @@ from mcpgym._protocol import (
     StateResult,
     is_valid_episode_id,
 )
-from mcpgym._registry import EnvFactory, EpisodeRegistry
+from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
 _IMPLICIT = "mcpgym.implicit-episode"
@@ -79,17 +80,15 @@ class GymServer:
 
     def __init__(
         self,
-        env: type[Environment] | EnvFactory,
+        env: type[Environment] | functools.partial[Environment],
         *,
         name: str | None = None,
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
     ) -> None:
-        env_cls = env if inspect.isclass(env) else type(env())
-        if not issubclass(env_cls, Environment):
-            raise TypeError(f"{env_cls!r} is not an mcpgym.Environment subclass")
-        self.env_cls: type[Environment] = env_cls
-        self.registry = EpisodeRegistry(env, max_episodes=max_episodes, idle_timeout=idle_timeout)
+        env_cls, factory = resolve_factory(env)
+        self.env_cls = env_cls
+        self.registry = EpisodeRegistry(factory, max_episodes=max_episodes, idle_timeout=idle_timeout)
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
