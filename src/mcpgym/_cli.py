@@ -62,8 +62,10 @@ def _serve(env: type[Environment] | functools.partial[Environment], args: argpar
     if not args.http:
         anyio.run(server.run_stdio)
         return
-    print(f"serving {server.env_cls.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-    anyio.run(lambda: server.serve_http(args.host, args.port, allowed_hosts=args.allowed_host))
+    def ready() -> None:
+        print(f"serving {server.env_cls.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+
+    anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, allowed_hosts=args.allowed_host))
 
 
 def run(

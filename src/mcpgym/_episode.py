@@ -146,6 +146,8 @@ class Episode:
             self.env._mcpgym_ledger = None
         try:
             return spec.convert(value)
+        except ValidationError as exc:
+            return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
         except Exception as exc:
             return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 

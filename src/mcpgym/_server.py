@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Sequence
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
@@ -174,11 +176,34 @@ class GymServer:
             max_sessions=max_sessions,
         )
 
-    async def serve_http(self, host: str = "127.0.0.1", port: int = 8000, **app_options: Any) -> None:
-        import uvicorn
-
+    async def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        on_ready: Callable[[], None] | None = None,
+        **app_options: Any,
+    ) -> None:
+        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled; `on_ready` runs once bound."""
         config = uvicorn.Config(self.http_app(host=host, **app_options), host=host, port=port, log_level="warning")
-        await uvicorn.Server(config).serve()
+        server = UvicornServer(config)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            await server.ready.wait()
+            if on_ready is not None:
+                on_ready()
+
+
+class UvicornServer(uvicorn.Server):
+    """uvicorn with a `ready` event set once its sockets listen (so nobody polls or sleeps)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
 
 
 def episode_id_of(ctx: Ctx) -> str | None:

@@ -1,0 +1,5 @@
+"""`python -m mcpgym ...` is the `mcpgym` command."""
+
+from mcpgym._cli import main
+
+main()

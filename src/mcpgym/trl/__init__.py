@@ -1,0 +1,48 @@
+"""mcpgym.trl: train on any mcpgym (or plain MCP) environment with TRL's GRPOTrainer.
+
+```python
+from trl import GRPOConfig, GRPOTrainer
+import mcpgym.trl
+from servers.echo import Echo
+
+Env = mcpgym.trl.environment_class(Echo)         # or "python -m servers.echo", "http://host:port/mcp"
+trainer = GRPOTrainer(
+    model=model, processing_class=tokenizer,
+    environment_factory=Env,                      # one instance per rollout, one episode per reset
+    train_dataset=mcpgym.trl.dataset(Env, seeds=64),
+    args=GRPOConfig(max_tool_calling_iterations=Echo.max_steps, ...),
+)
+```
+
+The generated class has one method per MCP tool (same name, signature and docstring built
+from its `inputSchema`), `reset(**row)` and `get_reward()`; see `_environment` for the
+contract and `rfcs/0004-trl-integration.md` for the decisions. Needs `pip install
+'mcpgym[trl]'` to train; importing this module imports neither trl nor torch.
+"""
+
+from mcpgym.trl._environment import (
+    EnvironmentToolError,
+    EpisodeOverError,
+    MCPEnvironment,
+    ToolCallError,
+    environment_class,
+)
+from mcpgym.trl._factory import EnvironmentFactory, dataset
+from mcpgym.trl._runtime import runtime as _runtime
+
+
+def close() -> None:
+    """Close every generated instance's connection and the shared loop (also done at exit)."""
+    _runtime.close()
+
+
+__all__ = [
+    "EnvironmentFactory",
+    "EnvironmentToolError",
+    "EpisodeOverError",
+    "MCPEnvironment",
+    "ToolCallError",
+    "close",
+    "dataset",
+    "environment_class",
+]

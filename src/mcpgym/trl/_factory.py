@@ -1,0 +1,84 @@
+"""`EnvironmentFactory` and `dataset`: the pieces around the generated class.
+
+Layer: top, beside `_environment`. `datasets` is imported only when a dataset is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mcpgym._connect import Target
+from mcpgym.trl._environment import MCPEnvironment, environment_class
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+
+class EnvironmentFactory:
+    """A picklable zero-argument factory: `GRPOTrainer(environment_factory=EnvironmentFactory(target))`.
+
+    The generated class itself cannot be pickled (it is built at run time), so trainers that
+    build environments in child processes get this instead: it pickles as its arguments and
+    builds the class once in whichever process first calls it.
+    """
+
+    def __init__(self, target: Target, **kwargs: Any) -> None:
+        self.target = target
+        self.kwargs = kwargs
+        self._cls: type[MCPEnvironment] | None = None
+
+    @property
+    def environment_class(self) -> type[MCPEnvironment]:
+        if self._cls is None:
+            self._cls = environment_class(self.target, **self.kwargs)
+        return self._cls
+
+    def __call__(self) -> MCPEnvironment:
+        return self.environment_class()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"target": self.target, "kwargs": self.kwargs, "_cls": None}
+
+    def __repr__(self) -> str:
+        return f"EnvironmentFactory({self.target!r})"
+
+
+def dataset(
+    env: type[MCPEnvironment] | EnvironmentFactory | Target,
+    seeds: int | Iterable[int],
+    *,
+    prompt: str | None = None,
+    system: str | None = None,
+    options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+) -> Dataset:
+    """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given.
+
+    TRL repeats each row for the G rollouts of a group, and the generated `reset` starts
+    each from the row's `seed` and `options`: one group, one start state. `seeds` is a count
+    (`range(seeds)`) or the seeds themselves; `options` one mapping for every row or one per
+    seed (task ids, say). The user message is `prompt`, by default the environment's
+    instructions; `reset` appends the first observation to it.
+    """
+    try:
+        from datasets import Dataset
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("mcpgym.trl.dataset needs the `datasets` package: pip install 'mcpgym[trl]'") from exc
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    text = prompt if prompt is not None else _instructions(env)
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    rows: dict[str, list[Any]] = {"prompt": [messages] * len(seed_list), "seed": seed_list}
+    if options is not None:
+        per_row = [dict(options)] * len(seed_list) if isinstance(options, Mapping) else [dict(o) for o in options]
+        if len(per_row) != len(seed_list):
+            raise ValueError(f"options has {len(per_row)} entries for {len(seed_list)} seeds: give one per seed")
+        rows["options"] = per_row
+    return Dataset.from_dict(rows)
+
+
+def _instructions(env: type[MCPEnvironment] | EnvironmentFactory | Target) -> str:
+    if isinstance(env, EnvironmentFactory):
+        env = env.environment_class
+    if not (isinstance(env, type) and issubclass(env, MCPEnvironment)):
+        env = environment_class(env)
+    return env._instructions or "Use the tools to complete the task."

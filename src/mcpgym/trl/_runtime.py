@@ -1,0 +1,97 @@
+"""The one event loop every generated environment instance in a process shares.
+
+Layer: sync-over-async plumbing for `mcpgym.trl`; imports only the public client API.
+
+TRL calls `reset` and the tools synchronously, one rollout after another, and never closes
+an instance. One blocking portal per instance (what `mcpgym.connect_sync` gives) would cost
+a thread and an event loop per rollout slot -- hundreds for a real `generation_batch_size` --
+and nothing to gain, since the calls are serial. So a process has one portal (anyio's
+daemon thread), each instance's client is one task on it (`wrap_async_context_manager`,
+so the client's scopes enter and exit in one task), and an `atexit` hook closes every
+client, then the loop. A forked child starts its own portal on first use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any, TypeVar, TypeVarTuple, Unpack
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from mcpgym._connect import Target, connect
+from mcpgym._env import AsyncEnv
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+class Session:
+    """One connected `AsyncEnv`, held open on the shared loop until `close()`."""
+
+    def __init__(self, runtime: Runtime, env: AsyncEnv) -> None:
+        self.env = env
+        self._runtime = runtime
+        self._portal = runtime.portal()
+        self._cm: AbstractContextManager[AsyncEnv] | None = self._portal.wrap_async_context_manager(env)
+        self._cm.__enter__()
+
+    def call(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]) -> T:
+        return self._portal.call(fn, *args)
+
+    def close(self) -> None:
+        cm, self._cm = self._cm, None
+        self._runtime.forget(self)
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+
+class Runtime:
+    """The process-wide portal and the sessions open on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stack = ExitStack()
+        self._portal: BlockingPortal | None = None
+        self._pid = 0
+        self._sessions: list[Session] = []
+        atexit.register(self.close)
+
+    def portal(self) -> BlockingPortal:
+        with self._lock:
+            if self._portal is None or self._pid != os.getpid():
+                self._sessions.clear()  # after a fork they belong to the parent's loop
+                self._stack = ExitStack()
+                self._portal = self._stack.enter_context(start_blocking_portal(name="mcpgym-trl"))
+                self._pid = os.getpid()
+            return self._portal
+
+    def open(self, target: Target, options: dict[str, Any]) -> Session:
+        session = Session(self, connect(target, **options))
+        with self._lock:
+            self._sessions.append(session)
+        return session
+
+    def run(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]) -> T:
+        return self.portal().call(fn, *args)
+
+    def forget(self, session: Session) -> None:
+        with self._lock:
+            if session in self._sessions:
+                self._sessions.remove(session)
+
+    def close(self) -> None:
+        """Close every open session, then stop the loop (idempotent; also run at exit)."""
+        if self._pid != os.getpid():
+            return
+        for session in list(self._sessions):
+            session.close()
+        with self._lock:
+            stack, self._stack, self._portal = self._stack, ExitStack(), None
+        stack.close()
+
+
+runtime = Runtime()

@@ -1,0 +1,65 @@
+"""Small environments the tests drive; importable as `tests.envs:NAME` by the stdio door."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from typing import Any, Literal
+
+import anyio
+
+import mcpgym
+
+CLOSED: Tally[str] = Tally()
+"""How many times close() ran per episode label (in-process, in-memory and HTTP doors)."""
+
+_CLOSE_EVENTS: dict[str, anyio.Event] = {}
+
+
+def closed_event(label: str) -> anyio.Event:
+    """An event set when an episode with this label closes (tests wait on it, never sleep)."""
+    return _CLOSE_EVENTS.setdefault(label, anyio.Event())
+
+
+class Counter(mcpgym.Environment):
+    """Adds numbers; rewards each addition by n/10; `stop` ends the episode with a bonus."""
+
+    max_steps = 7
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.total = self.rng.randint(0, 100)
+        self.label = str((options or {}).get("label", ""))
+        return {"start": self.total, "label": self.label}
+
+    @mcpgym.tool(inline=True)
+    def add(self, n: int) -> int:
+        """Add n to the running total and return it."""
+        self.total += n
+        self.reward(n / 10)
+        return self.total
+
+    @mcpgym.tool
+    def slow_add(self, n: int) -> int:
+        """Like add, but runs in a worker thread (a plain blocking tool)."""
+        self.total += n
+        return self.total
+
+    @mcpgym.tool
+    async def stop(self, bonus: float = 1.0) -> str:
+        """End the episode with a final bonus reward."""
+        self.finish(reward=bonus)
+        return f"stopped at {self.total}"
+
+    @mcpgym.tool
+    async def fail(self, kind: Literal["tool", "crash", "unserialisable"]) -> int:
+        """Fail on purpose, in one of three ways."""
+        if kind == "tool":
+            raise mcpgym.ToolError("the tool refused")
+        if kind == "crash":
+            raise ValueError("boom")
+        bad: Any = {"not": object()}  # breaks the declared `-> int` output schema
+        return bad
+
+    async def close(self) -> None:
+        CLOSED[self.label] += 1
+        if (event := _CLOSE_EVENTS.pop(self.label, None)) is not None:
+            event.set()

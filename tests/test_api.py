@@ -1,0 +1,93 @@
+"""The public surface: exported names, the sync twin, factories and instances as targets."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+import mcpgym
+from mcpgym import CallToolAction, ListToolsAction
+from servers.echo import Echo
+from tests.envs import CLOSED, Counter
+
+EXPORTED = {
+    "EPISODE_HEADER", "EPISODE_KEY", "STEP_KEY", "Action", "AsyncEnv", "CallToolAction", "Environment",
+    "EpisodeState", "GymServer", "JSONValue", "ListToolsAction", "MCPError", "StepResult", "SyncEnv", "Target",
+    "ToolError", "__version__", "check_environment", "connect", "connect_sync", "load_environment", "run", "tool",
+}
+
+
+def test_public_names_are_exactly_the_documented_ones() -> None:
+    assert set(mcpgym.__all__) == EXPORTED
+    for name in EXPORTED:
+        assert hasattr(mcpgym, name)
+
+
+def test_sync_twin_drives_every_kind_of_action() -> None:
+    with mcpgym.connect_sync(Echo) as env:
+        first = env.reset(seed=0)
+        assert first.observation == {"prompt": "Say the word 'orbit' using echo_message.", "target": "orbit"}
+        tools = env.step(ListToolsAction())
+        assert [t.name for t in tools.observation] == ["echo_message", "repeat"]
+        result = env.step(CallToolAction(tool_name="echo_message", arguments={"message": "orbit"}))
+        assert (result.text, result.reward, result.done) == ("orbit", 1.0, True)
+        assert env.state().total_reward == 1.0
+
+
+def test_sync_twin_over_stdio() -> None:
+    with mcpgym.connect_sync("python -m servers.echo") as env:
+        env.reset(seed=0)
+        assert env.call_tool("repeat", {"message": "a", "times": 3}).text == "a a a"
+
+
+@pytest.mark.anyio
+async def test_partial_passes_constructor_arguments_and_instances_are_reused() -> None:
+    class Greeter(mcpgym.Environment):
+        def __init__(self, greeting: str = "hello") -> None:
+            self.greeting = greeting
+
+        @mcpgym.tool
+        async def greet(self, name: str) -> str:
+            """Greet someone."""
+            return f"{self.greeting} {name}"
+
+    async with mcpgym.connect(functools.partial(Greeter, greeting="hi")) as env:
+        await env.reset()
+        assert (await env.call_tool("greet", {"name": "x"})).text == "hi x"
+    async with mcpgym.connect(mcpgym.GymServer(functools.partial(Greeter, greeting="yo"))) as env:
+        await env.reset()
+        assert (await env.call_tool("greet", {"name": "x"})).text == "yo x"
+
+    CLOSED.clear()
+    shared = Counter()
+    async with mcpgym.connect(shared) as env:
+        await env.reset(options={"label": "shared"})
+        await env.reset(options={"label": "shared"})
+    assert CLOSED["shared"] == 1  # one instance, closed once, at the end
+
+
+@pytest.mark.anyio
+async def test_step_result_models_are_frozen_and_typed() -> None:
+    async with mcpgym.connect(Echo) as env:
+        await env.reset(seed=0)
+        result = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "x"}))
+    with pytest.raises(Exception, match="frozen"):
+        result.reward = 2.0  # type: ignore[misc]
+    assert result.info == {"step": 1}
+    with pytest.raises(Exception):
+        CallToolAction(tool_name="x", arguments={}, extra_field=1)  # type: ignore[call-arg]
+
+
+def test_reward_outside_a_tool_call_is_a_clear_error() -> None:
+    env: Any = Echo()
+    with pytest.raises(RuntimeError, match="only be called while"):
+        env.reward(1.0)
+
+
+def test_connect_rejects_what_it_cannot_reach() -> None:
+    with pytest.raises(TypeError, match="Cannot connect"):
+        mcpgym.connect(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not an mcpgym.Environment"):
+        mcpgym.connect("json:dumps")

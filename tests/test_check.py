@@ -1,0 +1,91 @@
+"""`check_environment` over every shipped server, and what it says about broken classes."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from typing import Any
+
+import pytest
+
+import mcpgym
+import servers
+from mcpgym._check import EnvironmentCheckError
+
+
+def _shipped_environments() -> list[type[mcpgym.Environment]]:
+    found: list[type[mcpgym.Environment]] = []
+    for info in pkgutil.iter_modules(servers.__path__):
+        module = importlib.import_module(f"servers.{info.name}")
+        found += [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, mcpgym.Environment) and obj is not mcpgym.Environment and obj.__module__.startswith(module.__name__)
+        ]
+    return found
+
+
+def test_there_are_servers_to_check() -> None:
+    assert any(env.__name__ == "Echo" for env in _shipped_environments())
+
+
+@pytest.mark.parametrize("env", _shipped_environments(), ids=lambda e: e.__name__)
+def test_every_shipped_server_passes(env: type[mcpgym.Environment]) -> None:
+    assert mcpgym.check_environment(env) == []
+
+
+class NoTools(mcpgym.Environment):
+    pass
+
+
+class Sloppy(mcpgym.Environment):
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        import random
+
+        return random.random()  # global RNG: not reproducible
+
+    @mcpgym.tool
+    async def act(self, x):  # type: ignore[no-untyped-def]
+        return x
+
+
+class Needy(mcpgym.Environment):
+    def __init__(self, required: str) -> None:
+        self.required = required
+
+    @mcpgym.tool
+    async def act(self) -> None:
+        """Act."""
+
+
+class BadReset(mcpgym.Environment):
+    async def reset(self) -> None:  # type: ignore[override]
+        return None
+
+    @mcpgym.tool
+    async def act(self) -> None:
+        """Act."""
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (NoTools, ["no tools"]),
+        (Sloppy, ["has no description", "has no type hint", "different observations"]),
+        (Needy, ["Needy() failed"]),
+        (BadReset, ["must accept `seed` and `options`"]),
+    ],
+)
+def test_problems_are_reported_in_words_an_author_can_act_on(env: type[mcpgym.Environment], expected: list[str]) -> None:
+    problems = mcpgym.check_environment(env, raise_on_error=False)
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    with pytest.raises(EnvironmentCheckError, match="problem"):
+        mcpgym.check_environment(env)
+
+
+def test_not_an_environment() -> None:
+    assert mcpgym.check_environment(dict, raise_on_error=False) == [  # type: ignore[arg-type]
+        "<class 'dict'> is not a subclass of mcpgym.Environment"
+    ]

@@ -1,0 +1,96 @@
+"""The `mcpgym` command and `python -m servers.echo`, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import mcpgym
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpgym", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_help_names_every_command_and_target_kind() -> None:
+    out = _run("--help")
+    assert out.returncode == 0
+    for word in ("serve", "tools", "call", "check", "http://127.0.0.1:8000/mcp", "python -m servers.echo"):
+        assert word in out.stdout
+    for command in ("serve", "tools", "call", "check"):
+        assert _run(command, "--help").returncode == 0
+
+
+@pytest.mark.parametrize("target", ["servers.echo:Echo", "python -m servers.echo"])
+def test_tools_lists_echo(target: str) -> None:
+    out = _run("tools", target)
+    assert out.returncode == 0, out.stderr
+    assert "echo_message(message)" in out.stdout and "repeat(message, times)" in out.stdout
+    listed = json.loads(_run("tools", target, "--json").stdout)
+    assert [t["name"] for t in listed] == ["echo_message", "repeat"]
+
+
+def test_call_prints_the_result_and_reward() -> None:
+    out = _run("call", "servers.echo:Echo", "echo_message", '{"message": "orbit"}', "--seed", "0")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["content"][0]["text"] == "orbit"
+    assert "reward=1.0 done=True" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("call", "servers.echo:Echo", "echo_message", "{not json"), "not valid JSON"),
+        (("call", "servers.echo:Echo", "nope", "{}"), "Unknown tool"),
+        (("tools", "no_such_module:Env"), "No module named"),
+    ],
+)
+def test_mistakes_get_one_clear_line(args: tuple[str, ...], message: str) -> None:
+    out = _run(*args)
+    assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_failing_tool_call_exits_nonzero() -> None:
+    out = _run("call", "servers.echo:Echo", "repeat", '{"message": "a", "times": 99}')
+    assert out.returncode == 1 and '"isError": true' in out.stdout
+
+
+def test_check_command() -> None:
+    out = _run("check", "servers.echo:Echo")
+    assert out.returncode == 0 and "OK" in out.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_python_m_servers_echo_serves_http_on_loopback() -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servers.echo", "--http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stderr is not None
+        # The banner is printed once the socket listens: reading it is the wait.
+        assert f"http://127.0.0.1:{port}/mcp" in proc.stderr.readline()
+        with mcpgym.connect_sync(f"http://127.0.0.1:{port}/mcp") as env:
+            env.reset(seed=0)
+            assert env.call_tool("echo_message", {"message": "orbit"}).reward == 1.0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        assert proc.stderr is not None
+        proc.stderr.close()
