@@ -1,0 +1,156 @@
+"""`Coding`: the environment. Episodes are tasks; tools are a sandboxed REPL, files and submit.
+
+Layer: episode logic over `_tasks`, `_sandbox`, `_workspace` and `_interpreter`. Holds no
+OS plumbing of its own; all user code runs in sandboxed worker processes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field
+
+import mcpgym
+from servers.coding._interpreter import Interpreter, grade
+from servers.coding._sandbox import Sandbox
+from servers.coding._tasks import Task, humaneval_path, load_tasks
+from servers.coding._workspace import Workspace, WorkspaceError
+
+_READ_LIMIT = 256 << 10
+
+
+@functools.cache
+def humaneval_tasks() -> Mapping[str, Task]:
+    """The HumanEval problems, loaded once per process."""
+    return load_tasks()
+
+
+@functools.cache
+def default_sandbox() -> Sandbox:
+    """The strongest sandbox this machine allows, with default limits (probed once)."""
+    return Sandbox(hidden_paths=(humaneval_path(),))
+
+
+class Coding(mcpgym.Environment):
+    """A Python coding task in a sandbox. The first observation gives the task's prompt: write the
+    function it describes. Try code with `run_python` (a persistent interpreter whose working
+    directory is your workspace), keep files with `write_file` / `read_file` / `list_files`, and
+    call `submit` once with your solution: hidden tests grade it (reward 1.0 if they all pass)
+    and the episode ends."""
+
+    max_steps = 50
+
+    def __init__(
+        self,
+        tasks: Mapping[str, Task] | None = None,
+        sandbox: Sandbox | None = None,
+        partial_credit: bool = False,
+    ) -> None:
+        self.tasks = tasks if tasks is not None else humaneval_tasks()
+        self.sandbox = sandbox if sandbox is not None else default_sandbox()
+        self.partial_credit = partial_credit
+        self.task: Task | None = None
+        self._workspace: Workspace | None = None
+        self._interpreter: Interpreter | None = None
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Options: `task_id` picks the task; otherwise one is drawn from the seeded RNG."""
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = self.rng.choice(sorted(self.tasks))
+        if task_id not in self.tasks:
+            raise KeyError(f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}")
+        await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
+        self.task = self.tasks[task_id]
+        uid = self.sandbox.new_uid()
+        self._workspace = Workspace(uid, _READ_LIMIT)
+        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
+        return {
+            "task_id": self.task.task_id,
+            "prompt": self.task.prompt,
+            "entry_point": self.task.entry_point,
+            "instructions": (
+                f"Implement `{self.task.entry_point}` as the prompt describes, then call submit with the complete "
+                "code (imports included). Hidden tests grade it; the episode ends on submit."
+            ),
+            "sandbox": self.sandbox.protections.describe(),
+        }
+
+    @mcpgym.tool
+    async def run_python(self, code: str) -> str:
+        """Run Python code in this episode's interpreter and return its output (stdout and stderr).
+
+        Variables, imports and definitions persist between calls, like a REPL; the value of a
+        final expression is printed. The working directory is your workspace. Each call is
+        limited in time, CPU, memory, processes and output; if the interpreter dies or is
+        killed, the next call starts a fresh one (earlier state is lost). No network access."""
+        reply = await self._running().run(code)
+        if reply.is_error:
+            raise mcpgym.ToolError(reply.text)
+        return reply.text
+
+    @mcpgym.tool
+    def write_file(self, path: str, content: str) -> str:
+        """Write a text file in your workspace (a relative path; parent directories are created)."""
+        try:
+            size = self._files().write(path, content, self.sandbox.limits.file_size_bytes)
+        except WorkspaceError as exc:
+            raise mcpgym.ToolError(str(exc)) from None
+        return f"wrote {size} bytes to {path}"
+
+    @mcpgym.tool
+    def read_file(self, path: str) -> str:
+        """Read a text file from your workspace (a relative path)."""
+        try:
+            text, omitted = self._files().read(path)
+        except WorkspaceError as exc:
+            raise mcpgym.ToolError(str(exc)) from None
+        return text + (f"\n[... truncated: {omitted} more bytes ...]" if omitted else "")
+
+    @mcpgym.tool
+    def list_files(self, path: str = ".") -> str:
+        """List the files under a directory of your workspace, recursively (directories end in /)."""
+        try:
+            names = self._files().list(path)
+        except WorkspaceError as exc:
+            raise mcpgym.ToolError(str(exc)) from None
+        return "\n".join(names) if names else "(empty)"
+
+    @mcpgym.tool
+    async def submit(
+        self,
+        code: Annotated[str | None, Field(description="The complete solution source. Omit to submit solution.py from the workspace.")] = None,
+    ) -> str:
+        """Submit your solution: hidden tests run on it in a fresh sandbox. Reward 1.0 if all pass,
+        else 0.0. Ends the episode; you can submit once."""
+        task = self._current_task()
+        if code is None:
+            code, _ = self._files().read("solution.py")
+        verdict = await grade(self.sandbox, task, code, partial=self.partial_credit)
+        self.finish(reward=verdict.reward)
+        return verdict.summary
+
+    async def close(self) -> None:
+        interpreter, workspace = self._interpreter, self._workspace
+        self._interpreter = self._workspace = None
+        if interpreter is not None:
+            await interpreter.close()
+        if workspace is not None:
+            await workspace.remove()
+
+    def _current_task(self) -> Task:
+        if self.task is None:
+            raise mcpgym.ToolError("No task yet: call reset() first.")
+        return self.task
+
+    def _running(self) -> Interpreter:
+        self._current_task()
+        assert self._interpreter is not None
+        return self._interpreter
+
+    def _files(self) -> Workspace:
+        self._current_task()
+        assert self._workspace is not None
+        return self._workspace

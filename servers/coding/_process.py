@@ -1,0 +1,166 @@
+"""One sandboxed worker process: start it, run one request under the limits, kill its tree.
+
+Layer: process plumbing over `_sandbox` (the command line) and `_worker` (the protocol).
+Knows nothing of REPL state or grading; `_interpreter` builds on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+from servers.coding._sandbox import Sandbox
+
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+
+
+class Ending(Enum):
+    """How a request ended."""
+
+    DONE = "done"  # the worker answered; `status` says how the code went
+    TIMEOUT = "timeout"
+    FLOOD = "flood"
+    DIED = "died"
+
+
+@dataclass
+class Execution:
+    ending: Ending
+    status: str = ""
+    output: bytes = b""
+    omitted: int = 0
+    exit_reason: str = ""
+
+
+class _Output:
+    """The first `cap` bytes of a stream, and a count of the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kept = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.cap - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+        self.total += len(data)
+
+
+class WorkerProcess:
+    """A live worker. `execute()` one request at a time; `kill()` when done (idempotent)."""
+
+    def __init__(self, process: Process, sandbox: Sandbox) -> None:
+        self.process = process
+        self.sandbox = sandbox
+        self.killed = False
+
+    @classmethod
+    async def start(cls, sandbox: Sandbox, workspace: Path, uid: int | None) -> WorkerProcess:
+        process = await anyio.open_process(
+            sandbox.command(workspace, uid),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=workspace,
+            env=_ENV,
+            start_new_session=True,  # its own process group, so kill() reaches forked children too
+        )
+        return cls(process, sandbox)
+
+    async def execute(self, request: dict[str, object]) -> Execution:
+        limits = self.sandbox.limits
+        token = secrets.token_hex(8)
+        output = _Output(limits.output_bytes)
+        assert self.process.stdin is not None
+        try:
+            await self.process.stdin.send(json.dumps({**request, "token": token}).encode() + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return await self._died(output)
+        with anyio.move_on_after(limits.timeout) as scope:
+            execution = await self._collect(token.encode(), output)
+        if scope.cancelled_caught:
+            await self.kill()
+            return Execution(Ending.TIMEOUT, output=bytes(output.kept), omitted=output.total - len(output.kept))
+        if execution.ending is not Ending.DONE:
+            await self.kill()
+        if execution.ending is Ending.DIED:
+            execution.exit_reason = await self._exit_reason()
+        return execution
+
+    async def _collect(self, token: bytes, output: _Output) -> Execution:
+        marker = b"\0" + token + b" "
+        keep = len(marker) - 1  # a marker split across reads must still be found
+        tail = b""
+        assert self.process.stdout is not None
+        stream = self.process.stdout
+        async for chunk in stream:
+            data = tail + chunk
+            found = data.find(marker)
+            if found >= 0:
+                output.add(data[:found])
+                status = await self._status_line(data[found + len(marker):])
+                if status is None:
+                    break
+                return Execution(Ending.DONE, status, bytes(output.kept), output.total - len(output.kept))
+            output.add(data[: max(len(data) - keep, 0)])
+            tail = data[max(len(data) - keep, 0):]
+            if output.total > self.sandbox.limits.flood_bytes:
+                return Execution(Ending.FLOOD, output=bytes(output.kept), omitted=output.total - len(output.kept))
+        return Execution(Ending.DIED, output=bytes(output.kept), omitted=output.total - len(output.kept))
+
+    async def _status_line(self, rest: bytes) -> str | None:
+        assert self.process.stdout is not None
+        while b"\n" not in rest:
+            try:
+                rest += await self.process.stdout.receive()
+            except anyio.EndOfStream:
+                return None
+        # Bytes after the status line come from processes user code left running; dropped.
+        return rest[: rest.index(b"\n")].decode(errors="replace")
+
+    async def _died(self, output: _Output) -> Execution:
+        await self.kill()
+        return Execution(Ending.DIED, output=bytes(output.kept), exit_reason=await self._exit_reason())
+
+    async def _exit_reason(self) -> str:
+        code = await self.process.wait()
+        # bwrap and `unshare --fork` report a child killed by signal N as 128+N.
+        signum = -code if code < 0 else code - 128 if code > 128 else 0
+        if signum:
+            name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+            hint = _SIGNAL_HINTS.get(name, "")
+            return f"killed by {name}{hint}"
+        return f"exited with status {code}"
+
+    async def kill(self) -> None:
+        """Kill the worker and everything it started; wait for it. Safe to call twice."""
+        if self.killed:
+            return
+        self.killed = True
+        with anyio.CancelScope(shield=True):
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # already gone and reaped by nobody else: nothing left to kill
+            # Under bwrap/unshare the rest of the tree lives in the worker's pid namespace,
+            # which the kernel empties when its first process dies.
+            await self.process.wait()
+            await self.process.aclose()
+
+
+_SIGNAL_HINTS = {
+    "SIGXCPU": " (CPU time limit exceeded)",
+    "SIGKILL": " (killed: out of a limit, or by the sandbox)",
+    "SIGSEGV": " (segmentation fault)",
+    "SIGABRT": " (aborted)",
+}

@@ -1,0 +1,210 @@
+"""The sandbox: which OS protections are available, and the command line that applies them.
+
+Layer: policy, no episode logic. Imports nothing from the package. Protections, strongest
+first (the first that works is used; anything missing is reported, never silently skipped):
+
+- `bwrap` (bubblewrap): new pid, network, IPC, UTS and mount namespaces; the sandbox sees
+  only the Python installation, /usr, /etc and its own workspace (task files stay hidden);
+  it dies with the server.
+- `unshare` (util-linux, needs root): new pid, network, IPC, UTS and mount namespaces, but
+  the host filesystem stays readable (permissions allowing).
+- `none`: a plain child process (own session) with resource limits only.
+
+In every mode the worker applies rlimits (memory, CPU, processes, file size) before any user
+code runs and, when the server is root, drops to a uid of its own (see `_worker.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+logger = logging.getLogger("servers.coding")
+
+Isolation = Literal["bwrap", "unshare", "none"]
+ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
+
+SANDBOX_WORKSPACE = "/workspace"
+_SANDBOX_PYTHON = "/python"
+_WORKER = (Path(__file__).parent / "_worker.py").read_text()
+_UIDS = itertools.count()
+_UID_BASE, _UID_SPAN = 1_000_000, 1_000_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-sandbox resource limits (all enforced by the OS, not by cooperative checks)."""
+
+    timeout: float = 10.0
+    """Wall-clock seconds per call; on expiry the whole process tree is killed."""
+    cpu_seconds: int = 10
+    """CPU seconds per call (RLIMIT_CPU, re-armed before each call)."""
+    cpu_lifetime_seconds: int = 300
+    """CPU seconds over one interpreter's life (hard RLIMIT_CPU); then it restarts."""
+    memory_bytes: int = 1 << 30
+    """Address space per process (RLIMIT_AS)."""
+    max_processes: int = 64
+    """Processes and threads of the sandbox (RLIMIT_NPROC, counted per sandbox uid)."""
+    file_size_bytes: int = 16 << 20
+    """Largest file a sandboxed process may write (RLIMIT_FSIZE)."""
+    output_bytes: int = 64 << 10
+    """Output shown per call; the rest is cut with a visible marker."""
+    flood_bytes: int = 8 << 20
+    """Output past this many bytes in one call kills the interpreter (a flood, not a result)."""
+
+
+@dataclass(frozen=True)
+class Protections:
+    """What is actually enforced, as reported at startup and in every first observation."""
+
+    isolation: Isolation
+    own_uid: bool
+    namespaces: tuple[str, ...]
+    filesystem: str
+    limits: Limits
+    warnings: tuple[str, ...] = field(default=())
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "process": "separate sandboxed process per episode (never the server process)",
+            "isolation": self.isolation,
+            "namespaces": list(self.namespaces),
+            "network": "none (empty network namespace)" if "net" in self.namespaces else "HOST NETWORK REACHABLE",
+            "server_process": "invisible (own pid namespace)" if "pid" in self.namespaces else "VISIBLE",
+            "filesystem": self.filesystem,
+            "own_uid": self.own_uid,
+            "limits": asdict(self.limits),
+            "warnings": list(self.warnings),
+        }
+
+
+class Sandbox:
+    """Builds sandboxed worker command lines under one isolation mode and set of limits."""
+
+    def __init__(self, limits: Limits | None = None, isolation: Isolation | Literal["auto"] = "auto",
+                 hidden_paths: tuple[Path, ...] = ()) -> None:
+        self.limits = limits or Limits()
+        self.hidden_paths = tuple(p.resolve() for p in hidden_paths)
+        self.protections = detect(self.limits, isolation)
+        self.python = Path(sys._base_executable).resolve()  # the base interpreter, not a venv shim
+        self.prefix = Path(sys.base_prefix).resolve()
+
+    def new_uid(self) -> int | None:
+        """A uid no live sandbox uses (root servers only; otherwise the server's own)."""
+        return _UID_BASE + next(_UIDS) % _UID_SPAN if self.protections.own_uid else None
+
+    def command(self, workspace: Path, uid: int | None) -> list[str]:
+        """The argv that starts a worker (run it with the workspace as working directory)."""
+        isolation = self.protections.isolation
+        # The worker enters the workspace itself, after dropping to `uid`: the workspace is
+        # 0700 and owned by that uid, so even bwrap (root without CAP_DAC_OVERRIDE) cannot.
+        cwd = SANDBOX_WORKSPACE if isolation == "bwrap" else str(workspace)
+        config = {"limits": asdict(self.limits), "uid": uid, "cwd": cwd}
+        if isolation == "bwrap":
+            python = f"{_SANDBOX_PYTHON}/{self.python.relative_to(self.prefix)}" if self._python_in_prefix() else str(self.python)
+            argv = [*self._bwrap(workspace), python]
+        else:
+            argv = [*_UNSHARE] if isolation == "unshare" else []
+            argv.append(str(self.python))
+        return [*argv, "-I", "-c", _WORKER, json.dumps(config)]
+
+    def _python_in_prefix(self) -> bool:
+        return self.python.is_relative_to(self.prefix)
+
+    def _bwrap(self, workspace: Path) -> list[str]:
+        args = [
+            "bwrap", "--die-with-parent", "--new-session",
+            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+            "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+            "--bind", str(workspace), SANDBOX_WORKSPACE,
+        ]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            link = Path("/") / name
+            if link.is_symlink():
+                args += ["--symlink", os.readlink(link), str(link)]
+            elif link.is_dir():
+                args += ["--ro-bind", str(link), str(link)]
+        if self._python_in_prefix():
+            # Mounted at a top-level path: bwrap makes missing parents 0700, which a dropped uid cannot enter.
+            args += ["--ro-bind", str(self.prefix), _SANDBOX_PYTHON]
+        for hidden in self.hidden_paths:
+            visible = _visible_path(hidden, self.prefix)
+            if visible is not None:
+                args += ["--ro-bind", "/dev/null", visible]
+        return args
+
+
+def _visible_path(path: Path, prefix: Path) -> str | None:
+    """Where a host file appears inside the bwrap sandbox, if it does."""
+    if path.is_relative_to(prefix):
+        return f"{_SANDBOX_PYTHON}/{path.relative_to(prefix)}"
+    if any(path.is_relative_to(root) for root in (Path("/usr"), Path("/etc"))):
+        return str(path)
+    return None
+
+
+_UNSHARE = ["unshare", "--pid", "--net", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc"]
+
+
+@functools.lru_cache(maxsize=None)
+def detect(limits: Limits, wanted: Isolation | Literal["auto"] = "auto") -> Protections:
+    """Probe the strongest isolation that works here (or check the one asked for)."""
+    own_uid = os.geteuid() == 0
+    warnings: list[str] = []
+    if not own_uid:
+        warnings.append("server is not root: sandboxes share the server's uid (process limit counted per user namespace)")
+    candidates = ISOLATIONS if wanted == "auto" else (wanted,)
+    for isolation in candidates:
+        problem = _probe(isolation)
+        if problem is None:
+            return _protections(isolation, own_uid, limits, warnings)
+        warnings.append(f"{isolation} unavailable: {problem}")
+    raise RuntimeError(f"sandbox isolation {wanted!r} does not work here: {'; '.join(warnings)}")
+
+
+def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: list[str]) -> Protections:
+    if isolation == "none":
+        warnings.append("no namespaces: sandboxed code can reach the network and see/signal host processes; "
+                        "install bubblewrap (apt-get install bubblewrap) for full isolation")
+        namespaces: tuple[str, ...] = ()
+    else:
+        namespaces = ("pid", "net", "ipc", "uts", "mount")
+    if isolation == "bwrap":
+        filesystem = "restricted: Python installation, /usr and /etc read-only; workspace read-write; private /tmp"
+    else:
+        filesystem = "HOST FILESYSTEM READABLE (as permissions allow); workspace read-write"
+        warnings.append(f"{isolation}: the host filesystem is visible to sandboxed code (task files included)")
+    for text in warnings:
+        logger.warning("coding sandbox: %s", text)
+    return Protections(isolation, own_uid, namespaces, filesystem, limits, tuple(warnings))
+
+
+def _probe(isolation: Isolation) -> str | None:
+    """None if a trivial command runs under `isolation`, else why not."""
+    if isolation == "none":
+        return None
+    tool = "bwrap" if isolation == "bwrap" else "unshare"
+    if shutil.which(tool) is None:
+        return f"`{tool}` is not installed"
+    if isolation == "bwrap":
+        argv = ["bwrap", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    else:
+        argv = [*_UNSHARE, "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        return done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+    return None

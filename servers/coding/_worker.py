@@ -1,0 +1,162 @@
+"""The program that runs inside the sandbox: a Python REPL driven over a pipe.
+
+Layer: sandbox side. Stdlib only, never imported by the server: its source is handed to a
+fresh interpreter (`python -I -c SOURCE CONFIG`), so nothing of the server's memory or
+modules is in reach of user code. Started as `main(config)`; the config is JSON:
+`{"limits": {...}, "uid": int | null, "cwd": str}`.
+
+Protocol. Requests arrive as one JSON object per line on the original stdin (moved to a
+private descriptor, so user code reading stdin gets EOF). Each names a `token`; when the
+request is done the worker writes `\\0<token> <status>\\n` to stdout, where user output
+(stdout and stderr merged) also goes. Status is `ok`, `raised <ExceptionName>`, or for
+graded runs `passed` / `failed <ExceptionName>` / `partial <passed>/<total>`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from typing import Any
+
+_MAIN_PID = os.getpid()
+
+
+def _limit(kind: int, value: int) -> None:
+    resource.setrlimit(kind, (value, value))
+
+
+def _confine(config: dict[str, Any]) -> None:
+    limits = config["limits"]
+    _limit(resource.RLIMIT_AS, limits["memory_bytes"])
+    _limit(resource.RLIMIT_FSIZE, limits["file_size_bytes"])
+    _limit(resource.RLIMIT_NPROC, limits["max_processes"])
+    _limit(resource.RLIMIT_CORE, 0)
+    # Hard CPU cap over the interpreter's life; the soft cap is re-armed per call (see _arm_cpu).
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_lifetime_seconds"]))
+    # Oversized writes then fail with OSError(EFBIG) in user code instead of killing the REPL.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    uid = config.get("uid")
+    if uid is not None:
+        # Root server: each sandbox gets a uid of its own, so the process-count limit is
+        # counted per sandbox and no sandbox can signal another's processes.
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    os.chdir(config["cwd"])
+
+
+def _arm_cpu(seconds: int) -> None:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = int(used.ru_utime + used.ru_stime) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(spent + seconds, hard), hard))
+
+
+def _run_repl(code: str, namespace: dict[str, Any]) -> str:
+    """Run like an interactive prompt: the value of a final expression is printed."""
+    try:
+        tree = ast.parse(code, "<input>", "exec")
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):
+            tree.body.pop()
+            exec(compile(tree, "<input>", "exec"), namespace)
+            value = eval(compile(ast.Expression(last.value), "<input>", "eval"), namespace)
+            if value is not None:
+                namespace["_"] = value
+                print(repr(value))
+        else:
+            exec(compile(tree, "<input>", "exec"), namespace)
+    except BaseException as exc:  # the REPL reports every failure, SystemExit included
+        _print_user_traceback(exc)
+        return f"raised {type(exc).__name__}"
+    return "ok"
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    # Drop this module's frames: the agent only needs to see its own code.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "<input>":
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+
+
+class _Counter(ast.NodeTransformer):
+    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        if node.name != "check":
+            return node
+        body: list[ast.stmt] = []
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assert):
+                self.total += 1
+                body.extend(ast.parse("try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1").body)
+                trial = body[-1]
+                assert isinstance(trial, ast.Try)
+                trial.body = [stmt]
+            else:
+                body.append(stmt)
+        node.body = body
+        return node
+
+
+def _run_graded(request: dict[str, Any]) -> str:
+    """Run a submission against the hidden tests; only a verdict leaves the sandbox."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    counter = _Counter()
+    try:
+        tree = ast.parse(request["tests"], "<tests>")
+        if request.get("partial"):
+            tree = ast.fix_missing_locations(counter.visit(tree))
+        namespace["__mcpgym_passed__"] = [0]
+        exec(compile(request["code"], "<solution>", "exec"), namespace)
+        exec(compile(tree, "<tests>", "exec"), namespace)
+        namespace["check"](namespace[request["entry_point"]])
+    except BaseException as exc:
+        name = type(exc).__name__
+        # Only builtin names leave: a solution cannot smuggle test text out in a class name.
+        return f"failed {name if getattr(builtins, name, None) is type(exc) else 'Exception'}"
+    if counter.total:
+        return f"partial {namespace['__mcpgym_passed__'][0]}/{counter.total}"
+    return "passed"
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            continue  # user code closed or broke the stream; the marker goes to fd 1 regardless
+
+
+def main(config: dict[str, Any]) -> None:
+    requests = os.fdopen(os.dup(0), "rb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(1, 2)
+    sys.stderr = sys.stdout
+    _confine(config)
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    cpu = config["limits"]["cpu_seconds"]
+    for line in requests:
+        request = json.loads(line)
+        _arm_cpu(cpu)
+        status = _run_graded(request) if request.get("graded") else _run_repl(request["code"], namespace)
+        if os.getpid() != _MAIN_PID:
+            os._exit(0)  # a process user code forked ran off the end of its code: it is no REPL
+        _flush()
+        os.write(1, b"\0" + request["token"].encode() + b" " + status.encode() + b"\n")
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

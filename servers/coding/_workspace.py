@@ -1,0 +1,174 @@
+"""An episode's workspace directory, and file access that cannot leave it.
+
+Layer: file system only. The file tools run in the server process (with the server's
+rights), while sandboxed code can plant symlinks, FIFOs or devices in the workspace, so
+every path is walked one component at a time with `O_NOFOLLOW` from a directory descriptor:
+`..`, absolute paths and symlinks are refused, not resolved.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+import anyio
+
+logger = logging.getLogger("servers.coding")
+
+_MAX_LISTED = 1000
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class WorkspaceError(ValueError):
+    """A path the agent gave is not a file it may use; the message says why."""
+
+
+class Workspace:
+    """A private directory, writable by the sandbox's uid, removed by `remove()`."""
+
+    def __init__(self, uid: int | None, read_limit: int) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="mcpgym-ws-"))
+        self.uid = uid
+        self.read_limit = read_limit
+        if uid is not None:
+            os.chown(self.root, uid, uid)
+
+    def write(self, path: str, content: str, max_bytes: int) -> int:
+        data = content.encode()
+        if len(data) > max_bytes:
+            raise WorkspaceError(f"{path}: {len(data)} bytes is over the file size limit of {max_bytes} bytes")
+        *parents, name = _parts(path)
+        with self._directory(parents, create=True) as dir_fd:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = _open(path, name, flags, dir_fd)
+            try:
+                _require_regular(path, fd)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if self.uid is not None:
+                    os.fchown(fd, self.uid, self.uid)
+            finally:
+                os.close(fd)
+        return len(data)
+
+    def read(self, path: str) -> tuple[str, int]:
+        """The text of a file (up to the read limit) and how many bytes were left out."""
+        *parents, name = _parts(path)
+        with self._directory(parents, create=False) as dir_fd:
+            fd = _open(path, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd)
+            try:
+                size = _require_regular(path, fd)
+                data = os.read(fd, self.read_limit)
+            finally:
+                os.close(fd)
+        return data.decode(errors="replace"), max(size - len(data), 0)
+
+    def list(self, path: str = ".") -> list[str]:
+        """Entries under `path`, recursively, directories marked with a trailing `/`."""
+        parts = [] if path.strip() in ("", ".", "./") else _parts(path)
+        with self._directory(parts, create=False) as dir_fd:
+            names = list(itertools.islice(_walk(dir_fd, ""), _MAX_LISTED + 1))
+        if len(names) > _MAX_LISTED:
+            names = [*names[:_MAX_LISTED], f"[... more than {_MAX_LISTED} entries; list a subdirectory ...]"]
+        return names
+
+    @contextmanager
+    def _directory(self, parts: list[str], *, create: bool) -> Iterator[int]:
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts:
+                if create:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                        if self.uid is not None:
+                            os.chown(part, self.uid, self.uid, dir_fd=fd, follow_symlinks=False)
+                    except FileExistsError:
+                        pass  # already there; the O_NOFOLLOW open below checks what it is
+                child = _open(part, part, _DIR_FLAGS, fd)
+                os.close(fd)
+                fd = child
+            yield fd
+        finally:
+            os.close(fd)
+
+    async def remove(self) -> None:
+        await anyio.to_thread.run_sync(remove_tree, self.root)
+
+
+def remove_tree(root: Path) -> None:
+    """Delete a workspace; what cannot be deleted is logged (a leak to report, not to hide)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=_report)
+    else:
+        shutil.rmtree(root, onerror=lambda fn, path, info: _report(fn, path, info[1]))
+
+
+def _report(_function: object, path: str, exc: BaseException) -> None:
+    logger.warning("could not remove %s: %s", path, exc)
+
+
+def _parts(path: str) -> list[str]:
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        raise WorkspaceError(f"{path}: absolute paths are not allowed; use a path relative to the workspace")
+    parts = [p for p in pure.parts if p != "."]
+    if not parts:
+        raise WorkspaceError("empty path: name a file in the workspace, e.g. solution.py")
+    if ".." in parts:
+        raise WorkspaceError(f"{path}: '..' is not allowed; paths stay inside the workspace")
+    if any("\0" in p for p in parts):
+        raise WorkspaceError(f"{path}: NUL bytes are not allowed in paths")
+    return parts
+
+
+def _open(shown: str, name: str, flags: int, dir_fd: int) -> int:
+    try:
+        return os.open(name, flags, 0o644, dir_fd=dir_fd)
+    except OSError as exc:
+        raise WorkspaceError(_why(shown, exc)) from None
+
+
+def _why(path: str, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return f"{path}: is a symbolic link; the file tools do not follow links"
+    if exc.errno == errno.ENOTDIR:
+        return f"{path}: a parent is not a directory (symbolic links to directories are not followed)"
+    if exc.errno == errno.ENOENT:
+        return f"{path}: no such file or directory in the workspace"
+    if exc.errno == errno.EISDIR:
+        return f"{path}: is a directory"
+    return f"{path}: {exc.strerror}"
+
+
+def _require_regular(path: str, fd: int) -> int:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(f"{path}: not a regular file")
+    return info.st_size
+
+
+def _walk(dir_fd: int, prefix: str) -> Iterator[str]:
+    with os.scandir(dir_fd) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            name = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                yield name + "/"
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
+                try:
+                    yield from _walk(child, name + "/")
+                finally:
+                    os.close(child)
+            elif entry.is_symlink():
+                yield f"{name} -> (symbolic link, not followed)"
+            else:
+                yield name
