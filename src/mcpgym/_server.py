@@ -94,6 +94,7 @@ class GymServer:
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
+            version=_version(),
             instructions=env_cls.instructions or inspect.getdoc(env_cls),
             lifespan=self._lifespan,
             get_tool_input_schema=self._input_schema,
@@ -204,6 +205,12 @@ class UvicornServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self.ready.set()
+
+
+def _version() -> str:
+    from mcpgym import __version__
+
+    return f"mcpgym {__version__}"
 
 
 def episode_id_of(ctx: Ctx) -> str | None:

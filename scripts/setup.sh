@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by scripts/demo.sh and scripts/test.sh: a .venv with mcpgym
+# installed (editable) and, with --test, everything the test suite drives.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python_bin=${PYTHON:-}
+if [ -z "$python_bin" ]; then
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then python_bin=$candidate; break; fi
+  done
+fi
+[ -x .venv/bin/python ] || "$python_bin" -m venv .venv
+
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+  # The interop test drives the official TypeScript MCP client (pinned by the lock file).
+  npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
+else
+  .venv/bin/pip install --quiet --disable-pip-version-check -e .
+fi
