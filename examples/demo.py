@@ -42,7 +42,7 @@ async def play(target: mcpgym.Target, episodes: int, label: str) -> None:
                 steps += 1
             state = await env.state()
             end = "truncated" if state.truncated else "solved"
-            print(f"[{label}] episode {episode}: {first.observation['prompt']!s:44} return={ret:.1f} "  # type: ignore[index]
+            print(f"[{label}] episode {episode}: {first.observation['prompt']!s:44} return={ret:.1f} "
                   f"after {len(guesses)} steps ({end})")
     elapsed = time.perf_counter() - started
     print(f"[{label}] {steps} steps in {elapsed:.2f}s ({steps / elapsed:,.0f} steps/s incl. resets)")

@@ -13,7 +13,7 @@ fi
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 
 if [ "${1:-}" = "--test" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding]"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
 else

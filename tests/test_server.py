@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcpgym
-from mcpgym._protocol import CLOSE_METHOD, EPISODE_KEY, EXTENSION_ID, RESET_METHOD, STEP_KEY, new_episode_id
+from mcpgym._protocol import CLOSE_METHOD, EXTENSION_ID, RESET_METHOD, STEP_KEY, episode_meta, new_episode_id
 from servers.echo import Echo
 from tests.conftest import serve_gym
 from tests.envs import CLOSED, Counter, closed_event
@@ -53,7 +53,8 @@ async def test_plain_agent_without_reset_gets_an_implicit_episode_with_rewards()
         second = await client.call_tool("add", {"n": 5})
         assert _step_meta(first) == {"reward": 1.0, "done": False, "truncated": False, "step": 1}
         assert _step_meta(second)["step"] == 2  # the same episode across calls
-        assert second.structured_content == {"result": int(first.structured_content["result"]) + 5}  # type: ignore[index]
+        assert first.structured_content is not None
+        assert second.structured_content == {"result": first.structured_content["result"] + 5}
         assert len(server.registry) == 1
     assert len(server.registry) == 0 and CLOSED[""] == 1  # closing the session closed the episode once
 
@@ -85,9 +86,9 @@ async def test_unknown_or_malformed_episode_ids_are_protocol_errors() -> None:
     server = mcpgym.GymServer(Echo)
     async with Client(server.mcp) as client:
         with pytest.raises(mcpgym.MCPError, match="Unknown episode"):
-            await client.call_tool("echo_message", {"message": "x"}, meta={EPISODE_KEY: new_episode_id()})
+            await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta(new_episode_id()))
         with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
-            await client.call_tool("echo_message", {"message": "x"}, meta={EPISODE_KEY: "short"})
+            await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta("short"))
     async with mcpgym.connect(server) as env:
         with pytest.raises(RuntimeError, match="reset"):
             await env.call_tool("echo_message", {"message": "x"})
@@ -150,7 +151,7 @@ async def test_sixty_four_concurrent_http_episodes_see_only_their_own_state() ->
         async def episode(i: int) -> None:
             async with mcpgym.connect(url) as env:
                 first = await env.reset(seed=i, options={"label": f"c{i}"})
-                total = int(first.observation["start"])  # type: ignore[index]
+                total = int(first.observation["start"])
                 for n in range(1, 4):
                     r = await env.call_tool("add", {"n": n * i})
                     total += n * i

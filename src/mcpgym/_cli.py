@@ -57,7 +57,7 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _serve(env: type[Environment] | functools.partial[Environment], args: argparse.Namespace) -> None:
+def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
     server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout)
     if not args.http:
         anyio.run(server.run_stdio)
@@ -73,7 +73,7 @@ def run(
     argv: Sequence[str] | None = None,
     *,
     parser: argparse.ArgumentParser | None = None,
-    configure: Callable[[argparse.Namespace], functools.partial[Environment]] | None = None,
+    configure: Callable[[argparse.Namespace], functools.partial[Any]] | None = None,
 ) -> None:
     """Serve `env` from a `__main__`: stdio by default, `--http --port N` for streamable HTTP.
 

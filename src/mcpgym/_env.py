@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import abc
 from types import TracebackType
-from typing import Any, Self, overload
+from typing import Any, Self, cast, overload
 
 import mcp_types as types
 
 from mcpgym._episode import Outcome
 from mcpgym._protocol import ResetResult, new_episode_id
-from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._types import Action, CallToolAction, EpisodeState, ListToolsAction, StepResult
 
 # Built through the validator directly: same validation, a third of `StepResult(...)`'s cost.
 _TOOL_STEP = StepResult[types.CallToolResult].__pydantic_validator__.validate_python
@@ -35,12 +35,13 @@ class AsyncEnv(abc.ABC):
     episode_id: str | None = None
     """The current episode's id (minted here, before the first request, so it is routable)."""
 
-    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[JSONValue]:
-        """Start a new episode (closing the previous one) and return its first observation."""
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[Any]:
+        """Start a new episode (closing the previous one) and return its first observation
+        (whatever JSON-compatible value the environment's `reset` returned)."""
         episode_id, previous = new_episode_id(), self.episode_id
         result = await self._reset(episode_id, seed, options, previous)
         self.episode_id = episode_id
-        return StepResult[JSONValue](observation=result.observation, info=dict(result.info))
+        return StepResult[Any](observation=result.observation, info=dict(result.info))
 
     @overload
     async def step(self, action: CallToolAction) -> StepResult[types.CallToolResult]: ...
@@ -55,9 +56,8 @@ class AsyncEnv(abc.ABC):
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
         """`step(CallToolAction(tool_name=name, arguments=arguments))`, spelled shorter."""
         o = await self._call(self._current(), name, arguments or {})
-        return _TOOL_STEP(
-            {"observation": o.result, "reward": o.reward, "done": o.done, "truncated": o.truncated, "info": {"step": o.step}}
-        )
+        fields = {"observation": o.result, "reward": o.reward, "done": o.done, "truncated": o.truncated}
+        return cast(StepResult[types.CallToolResult], _TOOL_STEP({**fields, "info": {"step": o.step}}))
 
     async def list_tools(self) -> list[types.Tool]:
         """The environment's tools, exactly as `tools/list` shows them to any MCP client."""

@@ -24,7 +24,7 @@ class InProcessEnv(AsyncEnv):
     """An environment class or `partial(Class, ...)` (a fresh instance per episode), or an
     instance (reused by every episode), driven directly."""
 
-    def __init__(self, env: type[Environment] | Environment | functools.partial[Environment]) -> None:
+    def __init__(self, env: type[Environment] | Environment | functools.partial[Any]) -> None:
         self._shared: Environment | None = env if isinstance(env, Environment) else None
         if self._shared is not None:
             self.env_cls: type[Environment] = type(self._shared)

@@ -21,7 +21,6 @@ from mcpgym._env import AsyncEnv
 from mcpgym._episode import Outcome
 from mcpgym._protocol import (
     EPISODE_HEADER,
-    EPISODE_KEY,
     CloseRequest,
     EpisodeParams,
     ResetParams,
@@ -29,6 +28,7 @@ from mcpgym._protocol import (
     ResetResult,
     StateRequest,
     StateResult,
+    episode_meta,
     split_meta,
 )
 from mcpgym._types import EpisodeState
@@ -85,11 +85,11 @@ class MCPEnv(AsyncEnv):
     ) -> ResetResult:
         if self._http is not None:
             self._http.headers[EPISODE_HEADER] = episode_id
-        params = ResetParams(seed=seed, options=options, previous=previous, _meta={EPISODE_KEY: episode_id})
+        params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
         return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
-        result = await self.client.call_tool(name, arguments, meta={EPISODE_KEY: episode_id})
+        result = await self.client.call_tool(name, arguments, meta=episode_meta(episode_id))
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
             result = result.model_copy(update={"meta": own_meta})
@@ -108,9 +108,9 @@ class MCPEnv(AsyncEnv):
                 return tools
 
     async def _state(self, episode_id: str) -> EpisodeState:
-        request = StateRequest(params=EpisodeParams(_meta={EPISODE_KEY: episode_id}))
+        request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         return (await self.client.session.send_request(request, StateResult)).state
 
     async def _close(self, episode_id: str) -> None:
-        request = CloseRequest(params=EpisodeParams(_meta={EPISODE_KEY: episode_id}))
+        request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         await self.client.session.send_request(request, types.EmptyResult)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +44,11 @@ _EPISODE_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{22,128}$")
 def new_episode_id() -> str:
     """A fresh, unguessable episode id (what a client mints before `reset`)."""
     return secrets.token_urlsafe(16)
+
+
+def episode_meta(episode_id: str) -> types.RequestParamsMeta:
+    """The `_meta` that names an episode on a request."""
+    return cast(types.RequestParamsMeta, {EPISODE_KEY: episode_id})
 
 
 def is_valid_episode_id(value: object) -> bool:

@@ -82,7 +82,7 @@ class GymServer:
 
     def __init__(
         self,
-        env: type[Environment] | functools.partial[Environment],
+        env: type[Environment] | functools.partial[Any],
         *,
         name: str | None = None,
         max_episodes: int | None = 10_000,

@@ -16,7 +16,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from mcpgym._connect import Target, connect
 from mcpgym._env import AsyncEnv
-from mcpgym._types import CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._types import CallToolAction, EpisodeState, ListToolsAction, StepResult
 
 
 class SyncEnv(AbstractContextManager["SyncEnv"]):
@@ -50,7 +50,7 @@ class SyncEnv(AbstractContextManager["SyncEnv"]):
     def episode_id(self) -> str | None:
         return self.env.episode_id
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[JSONValue]:
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[Any]:
         return self.portal.call(self.env.reset, seed, options)
 
     @overload
@@ -60,7 +60,7 @@ class SyncEnv(AbstractContextManager["SyncEnv"]):
     def step(
         self, action: CallToolAction | ListToolsAction
     ) -> StepResult[types.CallToolResult] | StepResult[list[types.Tool]]:
-        return self.portal.call(self.env.step, action)  # type: ignore[arg-type]
+        return self.portal.call(self.env.step, action)
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
         return self.portal.call(self.env.call_tool, name, arguments)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
@@ -72,7 +72,7 @@ class ToolSpec:
             result: dict[str, Any] = {"content": [_TEXT.validate_python({"type": "text", "text": value})]}
             if self.output_adapter is not None:
                 result["structuredContent"] = {"result": value}
-            return _RESULT.validate_python(result)
+            return cast(types.CallToolResult, _RESULT.validate_python(result))
         converted = self.metadata.convert_result(value)
         if not isinstance(converted, types.CallToolResult):
             raise TypeError("returned an InputRequiredResult, which mcpgym environments do not support")
