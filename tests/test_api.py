@@ -16,6 +16,7 @@ EXPORTED = {
     "EPISODE_HEADER", "EPISODE_KEY", "STEP_KEY", "Action", "AsyncEnv", "CallToolAction", "Environment",
     "EpisodeState", "GymServer", "JSONValue", "ListToolsAction", "MCPError", "StepResult", "SyncEnv", "Target",
     "ToolError", "__version__", "check_environment", "connect", "connect_sync", "load_environment", "run", "tool",
+    "StepRecord", "Trajectory", "read_trajectories",
 }
 
 

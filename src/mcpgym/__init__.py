@@ -11,6 +11,7 @@ from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
+from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._tools import tool
@@ -32,15 +33,18 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "StepRecord",
     "StepResult",
     "SyncEnv",
     "Target",
     "ToolError",
+    "Trajectory",
     "__version__",
     "check_environment",
     "connect",
     "connect_sync",
     "load_environment",
+    "read_trajectories",
     "run",
     "tool",
 ]

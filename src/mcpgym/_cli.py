@@ -55,10 +55,13 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--idle-timeout", type=float, default=900.0, help="seconds before an idle episode is closed (%(default)s)"
     )
+    parser.add_argument(
+        "--record", metavar="DIR", default=None, help="record every episode (any client) as JSONL under DIR"
+    )
 
 
 def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
-    server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout)
+    server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout, record=args.record)
     if not args.http:
         anyio.run(server.run_stdio)
         return

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from mcpgym._environment import Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._protocol import STEP_KEY, ResetResult
+from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._tools import ToolSpec
 from mcpgym._types import EpisodeState
 
@@ -43,10 +44,21 @@ class Outcome(NamedTuple):
 class Episode:
     """One episode: created by `start()`, driven by `call()`, ended by `close()` (exactly once)."""
 
-    def __init__(self, env: Environment, episode_id: str, *, owns_env: bool = True) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        episode_id: str,
+        *,
+        owns_env: bool = True,
+        recorder: Recorder | None = None,
+        implicit: bool = False,
+    ) -> None:
         self.env = env
         self.id = episode_id
         self.owns_env = owns_env
+        self.recorder = recorder
+        self.implicit = implicit
+        self._log: EpisodeLog | None = None
         self.tools: dict[str, ToolSpec] = type(env).__mcpgym_tools__
         self.step_count = 0
         self.total_reward = 0.0
@@ -66,6 +78,9 @@ class Episode:
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
+        if self.recorder is not None:
+            self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
+            self._log.reset(jsonable)
         return ResetResult(observation=jsonable)
 
     @property
@@ -104,7 +119,11 @@ class Episode:
         except anyio.WouldBlock:
             await self._lock.acquire()
         try:
-            return await self._advance(spec, arguments or {})
+            started = time.time()
+            outcome = await self._advance(spec, arguments or {})
+            if self._log is not None:
+                self._log.step(name, arguments or {}, *outcome, started=started)
+            return outcome
         finally:
             self._lock.release()
 
@@ -156,6 +175,8 @@ class Episode:
         if self.closed:
             return
         self.closed = True
+        if self._log is not None:
+            self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
         if not self.owns_env:
             return
         with anyio.CancelScope(shield=True):

@@ -18,6 +18,7 @@ from mcpgym._environment import Environment
 from mcpgym._episode import Episode, logger
 from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
 from mcpgym._protocol import ResetResult, new_episode_id
+from mcpgym._recording import Recorder
 
 EnvFactory = Callable[[], Environment]
 
@@ -29,8 +30,10 @@ class EpisodeRegistry:
         *,
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
+        recorder: Recorder | None = None,
     ) -> None:
         self.factory = factory
+        self.recorder = recorder
         self.max_episodes = max_episodes
         self.idle_timeout = idle_timeout
         self._episodes: dict[str, Episode] = {}
@@ -64,7 +67,7 @@ class EpisodeRegistry:
     async def open_implicit(self) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent)."""
         episode_id = new_episode_id()
-        episode = self._admit(episode_id)
+        episode = self._admit(episode_id, implicit=True)
         try:
             await episode.start(None, None)
         except BaseException:
@@ -101,7 +104,7 @@ class EpisodeRegistry:
             await anyio.sleep(period)
             await self.expire_idle()
 
-    def _admit(self, episode_id: str) -> Episode:
+    def _admit(self, episode_id: str, *, implicit: bool = False) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
@@ -109,6 +112,6 @@ class EpisodeRegistry:
                 f"Server at capacity: {len(self._episodes)} live episodes (max_episodes={self.max_episodes}). "
                 "Close finished episodes or retry later.",
             )
-        episode = Episode(self.factory(), episode_id)
+        episode = Episode(self.factory(), episode_id, recorder=self.recorder, implicit=implicit)
         self._episodes[episode_id] = episode
         return episode

@@ -13,6 +13,7 @@ import functools
 import inspect
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -41,6 +42,7 @@ from mcpgym._protocol import (
     StateResult,
     is_valid_episode_id,
 )
+from mcpgym._recording import Recorder
 from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
@@ -87,10 +89,14 @@ class GymServer:
         name: str | None = None,
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
+        record: str | Path | None = None,
     ) -> None:
         env_cls, factory = resolve_factory(env)
         self.env_cls = env_cls
-        self.registry = EpisodeRegistry(factory, max_episodes=max_episodes, idle_timeout=idle_timeout)
+        recorder = Recorder(record) if record is not None else None
+        self.registry = EpisodeRegistry(
+            factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder
+        )
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
