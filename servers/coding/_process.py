@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -148,14 +149,32 @@ class WorkerProcess:
             return
         self.killed = True
         with anyio.CancelScope(shield=True):
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass  # already gone and reaped by nobody else: nothing left to kill
-            # Under bwrap/unshare the rest of the tree lives in the worker's pid namespace,
-            # which the kernel empties when its first process dies.
+            if self.sandbox.protections.namespaces:
+                # The child of bwrap / `unshare --fork` is the pid namespace's init. Killing it
+                # makes the kernel kill and reap every process in the namespace before the init
+                # is reaped, so once the launcher has exited the whole tree is gone.
+                for child in _children(self.process.pid):
+                    _signal(child, lambda pid: os.kill(pid, signal.SIGKILL))
+                with anyio.move_on_after(5):
+                    await self.process.wait()
+            # Without namespaces the worker's process group is the tree (its own session).
+            _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
             await self.process.wait()
             await self.process.aclose()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []  # the launcher already exited
+
+
+def _signal(pid: int, send: Callable[[int], None]) -> None:
+    try:
+        send(pid)
+    except ProcessLookupError:
+        pass  # already gone: nothing left to kill
 
 
 _SIGNAL_HINTS = {

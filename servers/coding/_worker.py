@@ -49,6 +49,7 @@ def _confine(config: dict[str, Any]) -> None:
         os.setgid(uid)
         os.setuid(uid)
     os.chdir(config["cwd"])
+    sys.path.insert(0, "")  # like an interactive prompt: modules in the workspace import (-I drops it)
 
 
 def _arm_cpu(seconds: int) -> None:

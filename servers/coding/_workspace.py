@@ -145,6 +145,8 @@ def _why(path: str, exc: OSError) -> str:
         return f"{path}: a parent is not a directory (symbolic links to directories are not followed)"
     if exc.errno == errno.ENOENT:
         return f"{path}: no such file or directory in the workspace"
+    if exc.errno == errno.ENXIO:  # a FIFO or socket with nobody on the other end
+        return f"{path}: not a regular file"
     if exc.errno == errno.EISDIR:
         return f"{path}: is a directory"
     return f"{path}: {exc.strerror}"

@@ -1,0 +1,34 @@
+"""Helpers for the servers.coding tests: a quick-limits environment factory and host probes."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from servers.coding import Coding, Limits, Sandbox
+
+# Short limits keep the tests quick; each test that needs another limit builds its own.
+QUICK = Limits(timeout=4.0, cpu_seconds=4, memory_bytes=512 << 20, max_processes=32,
+               file_size_bytes=1 << 20, output_bytes=4096, flood_bytes=1 << 20)
+
+
+def coding(limits: Limits = QUICK, **options: object) -> functools.partial[Coding]:
+    return functools.partial(Coding, sandbox=Sandbox(limits), **options)  # type: ignore[arg-type]
+
+
+def processes_of(uid: int) -> list[int]:
+    """Host pids owned by `uid` (the sandbox's own uid when the server is root)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except FileNotFoundError:
+                continue  # exited while we looked
+    return found
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
