@@ -12,7 +12,7 @@ from mcpgym._connect import Target
 from mcpgym.trl._environment import MCPEnvironment, environment_class
 
 if TYPE_CHECKING:
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]
 
 
 class EnvironmentFactory:

@@ -39,7 +39,7 @@ class Session:
         self._cm: AbstractContextManager[AsyncEnv] | None = self._portal.wrap_async_context_manager(env)
         self._cm.__enter__()
 
-    def call(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]) -> T:
+    def call(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
         return self._portal.call(fn, *args)
 
     def close(self) -> None:
@@ -75,7 +75,7 @@ class Runtime:
             self._sessions.append(session)
         return session
 
-    def run(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: Unpack[Ts]) -> T:
+    def run(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
         return self.portal().call(fn, *args)
 
     def forget(self, session: Session) -> None:

@@ -19,7 +19,7 @@ import keyword
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_args
 
 import mcp_types as types
 
@@ -132,7 +132,7 @@ def _enum(values: Any, kind: Any) -> tuple[Any, set[str]]:
     if not isinstance(values, list) or not values or any(type(v) not in _SCALAR_TYPE for v in values):
         return Any, set()
     hint = Literal[tuple(values)]  # type: ignore[valid-type]
-    if list(hint.__args__) != values:  # Literal dropped a duplicate: the enum is not shown verbatim
+    if list(get_args(hint)) != values:  # Literal dropped a duplicate: the enum is not shown verbatim
         return hint, set()
     shown = list(dict.fromkeys(_SCALAR_TYPE[type(v)] for v in values))
     return hint, {"enum", "type"} if kind in (shown[0] if len(shown) == 1 else shown, None) else {"enum"}
