@@ -115,7 +115,9 @@ class Sandbox:
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))
-        return [*argv, "-I", "-c", _WORKER, json.dumps(config)]
+        # -S: no site-packages. Sandboxed code gets the standard library only, and the
+        # interpreter starts in a fifth of the time (site processing dominates startup).
+        return [*argv, "-I", "-S", "-c", _WORKER, json.dumps(config)]
 
     def _python_in_prefix(self) -> bool:
         return self.python.is_relative_to(self.prefix)

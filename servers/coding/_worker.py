@@ -14,15 +14,16 @@ graded runs `passed` / `failed <ExceptionName>` / `partial <passed>/<total>`.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import json
 import os
 import resource
 import signal
 import sys
-import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ast
 
 _MAIN_PID = os.getpid()
 
@@ -61,6 +62,8 @@ def _arm_cpu(seconds: int) -> None:
 
 def _run_repl(code: str, namespace: dict[str, Any]) -> str:
     """Run like an interactive prompt: the value of a final expression is printed."""
+    import ast  # not at module level: graded runs start faster without it
+
     try:
         tree = ast.parse(code, "<input>", "exec")
         last = tree.body[-1] if tree.body else None
@@ -80,6 +83,8 @@ def _run_repl(code: str, namespace: dict[str, Any]) -> str:
 
 
 def _print_user_traceback(exc: BaseException) -> None:
+    import traceback  # imported on first use: it costs startup time every submission would pay
+
     # Drop this module's frames: the agent only needs to see its own code.
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != "<input>":
@@ -87,47 +92,46 @@ def _print_user_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
 
 
-class _Counter(ast.NodeTransformer):
-    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run."""
+def _count_asserts(source: str) -> tuple[ast.Module, list[int]]:
+    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run.
 
-    def __init__(self) -> None:
-        self.total = 0
+    Returns the rewritten tests and `[total]`; passes are tallied in `__mcpgym_passed__[0]`."""
+    import ast
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
-        if node.name != "check":
-            return node
-        body: list[ast.stmt] = []
-        for stmt in node.body:
-            if isinstance(stmt, ast.Assert):
-                self.total += 1
-                body.extend(ast.parse("try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1").body)
-                trial = body[-1]
-                assert isinstance(trial, ast.Try)
-                trial.body = [stmt]
-            else:
+    tree = ast.parse(source, "<tests>")
+    total = [0]
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            body: list[ast.stmt] = []
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assert):
+                    total[0] += 1
+                    trial = ast.parse("try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1").body[0]
+                    assert isinstance(trial, ast.Try)
+                    trial.body = [stmt]
+                    stmt = trial
                 body.append(stmt)
-        node.body = body
-        return node
+            node.body = body
+    return ast.fix_missing_locations(tree), total
 
 
 def _run_graded(request: dict[str, Any]) -> str:
     """Run a submission against the hidden tests; only a verdict leaves the sandbox."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    counter = _Counter()
+    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
+    total = [0]
     try:
-        tree = ast.parse(request["tests"], "<tests>")
+        tests: Any = request["tests"]
         if request.get("partial"):
-            tree = ast.fix_missing_locations(counter.visit(tree))
-        namespace["__mcpgym_passed__"] = [0]
+            tests, total = _count_asserts(tests)
         exec(compile(request["code"], "<solution>", "exec"), namespace)
-        exec(compile(tree, "<tests>", "exec"), namespace)
+        exec(compile(tests, "<tests>", "exec"), namespace)
         namespace["check"](namespace[request["entry_point"]])
     except BaseException as exc:
         name = type(exc).__name__
         # Only builtin names leave: a solution cannot smuggle test text out in a class name.
         return f"failed {name if getattr(builtins, name, None) is type(exc) else 'Exception'}"
-    if counter.total:
-        return f"partial {namespace['__mcpgym_passed__'][0]}/{counter.total}"
+    if total[0]:
+        return f"partial {namespace['__mcpgym_passed__'][0]}/{total[0]}"
     return "passed"
 
 
