@@ -14,7 +14,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 import mcpgym
-from mcpgym._server import UvicornServer
+from mcpgym._http import UvicornServer
 from servers.echo import Echo
 
 DOORS = ("inprocess", "memory", "stdio", "http")

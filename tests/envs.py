@@ -63,3 +63,30 @@ class Counter(mcpgym.Environment):
         CLOSED[self.label] += 1
         if (event := _CLOSE_EVENTS.pop(self.label, None)) is not None:
             event.set()
+
+
+class Mortal(mcpgym.Environment):
+    """Tells its process id (so a test can kill the server) and can hang until timed out."""
+
+    call_timeout = 0.5
+
+    @mcpgym.tool
+    async def pid(self) -> int:
+        """The server's process id."""
+        import os
+
+        return os.getpid()
+
+    @mcpgym.tool
+    async def hang(self) -> str:
+        """Never returns on its own (the call timeout ends it)."""
+        await anyio.Event().wait()
+        return "unreachable"
+
+    @mcpgym.tool
+    def hang_in_thread(self) -> str:
+        """Blocks a worker thread until the call timeout abandons it."""
+        import threading
+
+        threading.Event().wait(2.0)
+        return "late"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import functools
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from mcpgym._check import check_environment
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
+from mcpgym._http import DEFAULT_MAX_BODY_BYTES
 from mcpgym._server import GymServer
 
 _TARGETS = """\
@@ -41,7 +43,7 @@ examples:
 def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: %(default)s, loopback only)")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port; 0 picks a free one (default: %(default)s)")
     parser.add_argument(
         "--allowed-host",
         action="append",
@@ -58,17 +60,41 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record", metavar="DIR", default=None, help="record every episode (any client) as JSONL under DIR"
     )
+    parser.add_argument(
+        "--call-timeout", type=float, default=300.0, help="seconds before a tool call fails as timed out (%(default)s)"
+    )
+    parser.add_argument(
+        "--hide-rewards",
+        action="store_true",
+        help="leave the reward stamp out of results sent to plain agents (they are still recorded)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("MCPGYM_TOKEN"),
+        help="require 'Authorization: Bearer TOKEN' on HTTP (default: $MCPGYM_TOKEN; unset: no auth)",
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest HTTP request body (%(default)s)"
+    )
 
 
 def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
-    server = GymServer(env, max_episodes=args.max_episodes, idle_timeout=args.idle_timeout, record=args.record)
+    server = GymServer(
+        env,
+        max_episodes=args.max_episodes,
+        idle_timeout=args.idle_timeout,
+        record=args.record,
+        call_timeout=args.call_timeout,
+        reveal_rewards=not args.hide_rewards,
+    )
     if not args.http:
         anyio.run(server.run_stdio)
         return
-    def ready() -> None:
-        print(f"serving {server.env_cls.__name__} on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+    def ready(base_url: str) -> None:
+        print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
-    anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, allowed_hosts=args.allowed_host))
+    options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
+    anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
 
 
 def run(

@@ -39,6 +39,10 @@ class Environment:
     max_steps: ClassVar[int | None] = None
     """Truncate the episode (done, truncated) after this many tool calls; None: no limit."""
 
+    call_timeout: ClassVar[float | None] = None
+    """Seconds a tool call may run before it fails with a timeout result; None: the server's
+    setting (300 s by default). `inline=True` tools block the loop and cannot be timed out."""
+
     instructions: ClassVar[str | None] = None
     """Shown to MCP clients as the server's instructions; defaults to the class docstring."""
 

@@ -52,12 +52,15 @@ class Episode:
         owns_env: bool = True,
         recorder: Recorder | None = None,
         implicit: bool = False,
+        call_timeout: float | None = None,
     ) -> None:
         self.env = env
         self.id = episode_id
         self.owns_env = owns_env
         self.recorder = recorder
         self.implicit = implicit
+        self.owner: str | None = None
+        self.call_timeout = env.call_timeout if env.call_timeout is not None else call_timeout
         self._log: EpisodeLog | None = None
         self.tools: dict[str, ToolSpec] = type(env).__mcpgym_tools__
         self.step_count = 0
@@ -151,12 +154,13 @@ class Episode:
         method = getattr(self.env, spec.method_name)
         self.env._mcpgym_ledger = ledger
         try:
-            if spec.is_async:
-                value = await method(**kwargs)
-            elif spec.inline:
-                value = method(**kwargs)
+            if self.call_timeout is None:
+                value = await _call_tool(spec, method, kwargs)
             else:
-                value = await anyio.to_thread.run_sync(functools.partial(method, **kwargs))
+                with anyio.move_on_after(self.call_timeout) as scope:
+                    value = await _call_tool(spec, method, kwargs)
+                if scope.cancelled_caught:
+                    return _error(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
         except MCPError:
             raise
         except Exception as exc:
@@ -184,6 +188,15 @@ class Episode:
                 await _run_user(self.env.close, False)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
+
+
+async def _call_tool(spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    if spec.is_async:
+        return await method(**kwargs)
+    if spec.inline:
+        return method(**kwargs)
+    # A timed-out sync tool cannot be interrupted: its thread is abandoned and its result ignored.
+    return await anyio.to_thread.run_sync(functools.partial(method, **kwargs), abandon_on_cancel=True)
 
 
 async def _run_user(fn: Callable[..., Any], inline: bool, **kwargs: Any) -> Any:

@@ -8,17 +8,22 @@ replica that holds it (rfcs/0001-protocol-mapping.md).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
+from mcp_types import CONNECTION_CLOSED
 
 from mcpgym._env import AsyncEnv
 from mcpgym._episode import Outcome
+from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
     CloseRequest,
@@ -34,6 +39,9 @@ from mcpgym._protocol import (
 from mcpgym._types import EpisodeState
 
 MCPTarget = str | StdioServerParameters | Server[Any]
+
+# What the SDK's transports raise when the server is gone or unreachable.
+_TRANSPORT_ERRORS = (OSError, httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 class MCPEnv(AsyncEnv):
@@ -56,6 +64,10 @@ class MCPEnv(AsyncEnv):
         self._http: httpx2.AsyncClient | None = None
 
     async def _connect(self) -> None:
+        with self._transport_errors("Could not connect to"):
+            await self._open()
+
+    async def _open(self) -> None:
         async with AsyncExitStack() as stack:
             server: Any = self.target
             if isinstance(server, str):
@@ -70,8 +82,28 @@ class MCPEnv(AsyncEnv):
 
     async def _disconnect(self) -> None:
         stack, self._stack, self._client = self._stack, None, None
-        if stack is not None:
+        if stack is None:
+            return
+        with self._transport_errors("Lost the connection to"):
             await stack.aclose()
+
+    @contextlib.contextmanager
+    def _transport_errors(self, what: str) -> Iterator[None]:
+        """Turn the SDK's transport failures (a task group's exception group) into one MCPError."""
+        try:
+            yield
+        except* _TRANSPORT_ERRORS as group:
+            cause = group.exceptions[0]
+            raise MCPError(
+                CONNECTION_CLOSED, f"{what} the environment server {self._describe()}: {type(cause).__name__}: {cause}"
+            ) from group
+
+    def _describe(self) -> str:
+        if isinstance(self.target, str):
+            return self.target
+        if isinstance(self.target, StdioServerParameters):
+            return " ".join([self.target.command, *self.target.args])
+        return repr(self.target)
 
     @property
     def client(self) -> Client:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import anyio
 
@@ -31,7 +31,9 @@ class EpisodeRegistry:
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
         recorder: Recorder | None = None,
+        call_timeout: float | None = None,
     ) -> None:
+        self.call_timeout = call_timeout
         self.factory = factory
         self.recorder = recorder
         self.max_episodes = max_episodes
@@ -42,20 +44,40 @@ class EpisodeRegistry:
         return len(self._episodes)
 
     async def reset(
-        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None = None
+        self,
+        episode_id: str,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        previous: str | None = None,
+        *,
+        owner: str | None = None,
     ) -> ResetResult:
-        if previous is not None and previous != episode_id:
-            await self.close(previous)
-        await self.close(episode_id)  # resetting a live id starts a fresh instance
+        """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
+        episode to a transport session so no other session can drive it."""
+        for old in (previous, episode_id):
+            if old is not None and self.get(old, owner, missing_ok=True) is not None:
+                await self.close(old)
         episode = self._admit(episode_id)
+        episode.owner = owner
         try:
             return await episode.start(seed, options)
         except BaseException:
             await self.close(episode_id)
             raise
 
-    def get(self, episode_id: str) -> Episode:
+    @overload
+    def get(self, episode_id: str, owner: str | None = None) -> Episode: ...
+    @overload
+    def get(self, episode_id: str, owner: str | None = None, *, missing_ok: bool) -> Episode | None: ...
+    def get(self, episode_id: str, owner: str | None = None, *, missing_ok: bool = False) -> Episode | None:
+        """The live episode `episode_id`. One bound to another session is reported exactly like a
+        missing one, so a guess learns nothing."""
         episode = self._episodes.get(episode_id)
+        if episode is not None and episode.owner is not None and episode.owner != owner:
+            episode = None
+            missing_ok = False
+        if episode is None and missing_ok and episode_id not in self._episodes:
+            return None
         if episode is None:
             raise MCPError(
                 INVALID_PARAMS,
@@ -112,6 +134,8 @@ class EpisodeRegistry:
                 f"Server at capacity: {len(self._episodes)} live episodes (max_episodes={self.max_episodes}). "
                 "Close finished episodes or retry later.",
             )
-        episode = Episode(self.factory(), episode_id, recorder=self.recorder, implicit=implicit)
+        episode = Episode(
+            self.factory(), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
+        )
         self._episodes[episode_id] = episode
         return episode

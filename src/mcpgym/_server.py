@@ -11,20 +11,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-import uvicorn
 from mcp.server import Server
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode
@@ -42,6 +40,7 @@ from mcpgym._protocol import (
     StateResult,
     is_valid_episode_id,
 )
+from mcpgym._http import http_app, serve_http
 from mcpgym._recording import Recorder
 from mcpgym._registry import EpisodeRegistry
 
@@ -68,14 +67,16 @@ class GymExtension(Extension):
         )
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
-        episode_id = require_episode_id(ctx)
-        return await self.registry.reset(episode_id, params.seed, params.options, params.previous)
+        episode_id, owner = require_episode_id(ctx), session_of(ctx)
+        return await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
 
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
-        return StateResult(state=self.registry.get(require_episode_id(ctx)).state())
+        return StateResult(state=self.registry.get(require_episode_id(ctx), session_of(ctx)).state())
 
     async def _close(self, ctx: Ctx, params: EpisodeParams) -> types.EmptyResult:
-        await self.registry.close(require_episode_id(ctx))
+        episode_id = require_episode_id(ctx)
+        self.registry.get(episode_id, session_of(ctx), missing_ok=True)  # refuses another session's episode
+        await self.registry.close(episode_id)
         return types.EmptyResult()
 
 
@@ -90,13 +91,24 @@ class GymServer:
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
         record: str | Path | None = None,
+        call_timeout: float | None = 300.0,
+        reveal_rewards: bool = True,
     ) -> None:
+        """Serve `env` (a class, or `functools.partial(Class, ...)`), one instance per episode.
+
+        `max_episodes` bounds live episodes (past it reset is refused); `idle_timeout` closes
+        episodes untouched for that long; `record` writes every episode under that directory;
+        `call_timeout` fails a tool call that runs longer (unless the class sets its own);
+        `reveal_rewards=False` keeps the reward stamp out of results sent to plain agents
+        (implicit episodes: still recorded), for harnesses that must not show the model rewards.
+        """
         env_cls, factory = resolve_factory(env)
         self.env_cls = env_cls
         recorder = Recorder(record) if record is not None else None
         self.registry = EpisodeRegistry(
-            factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder
+            factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder, call_timeout=call_timeout
         )
+        self.reveal_rewards = reveal_rewards
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
@@ -132,8 +144,12 @@ class GymServer:
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode_id = episode_id_of(ctx)
-        episode = self.registry.get(episode_id) if episode_id is not None else await self._implicit(ctx)
-        return await episode.call(params.name, params.arguments)
+        if episode_id is not None:
+            return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
+        episode = await self._implicit(ctx)
+        if self.reveal_rewards:
+            return await episode.call(params.name, params.arguments)
+        return (await episode.step(params.name, params.arguments)).result
 
     async def _implicit(self, ctx: Ctx) -> Episode:
         """The connection's own episode, for agents that never reset (closed with the connection).
@@ -141,7 +157,7 @@ class GymServer:
         On a 2026-07-28 stateless exchange the connection is the single request, so such a
         call runs in a one-call episode.
         """
-        connection = ctx.session._connection  # noqa: SLF001 - the SDK exposes no public handle yet
+        connection = connection_of(ctx)
         lock: anyio.Lock = connection.state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
         async with lock:
             episode: Episode | None = connection.state.get(_IMPLICIT)
@@ -155,68 +171,38 @@ class GymServer:
         async with stdio_server() as (read, write):
             await self.mcp.run(read, write, self.mcp.create_initialization_options())
 
-    def http_app(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        path: str = "/mcp",
-        json_response: bool = True,
-        allowed_hosts: Sequence[str] = (),
-        session_idle_timeout: float | None = 900.0,
-        max_sessions: int | None = None,
-    ) -> Starlette:
-        """The streamable-HTTP ASGI app. DNS-rebinding protection is on for loopback hosts and
-        for any `allowed_hosts` you name."""
-        security = None
-        if allowed_hosts:
-            security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=list(allowed_hosts),
-                allowed_origins=[f"http://{h}" for h in allowed_hosts] + [f"https://{h}" for h in allowed_hosts],
-            )
-        return self.mcp.streamable_http_app(
-            streamable_http_path=path,
-            json_response=json_response,
-            host=host,
-            transport_security=security,
-            session_idle_timeout=session_idle_timeout,
-            max_sessions=max_sessions,
-        )
+    def http_app(self, **options: Any) -> ASGIApp:
+        """The streamable-HTTP ASGI app (options: see `mcpgym._http.http_app`)."""
+        return http_app(self, **options)
 
     async def serve_http(
         self,
         host: str = "127.0.0.1",
         port: int = 8000,
         *,
-        on_ready: Callable[[], None] | None = None,
+        on_ready: Callable[[str], None] | None = None,
         **app_options: Any,
     ) -> None:
-        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled; `on_ready` runs once bound."""
-        config = uvicorn.Config(self.http_app(host=host, **app_options), host=host, port=port, log_level="warning")
-        server = UvicornServer(config)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve)
-            await server.ready.wait()
-            if on_ready is not None:
-                on_ready()
-
-
-class UvicornServer(uvicorn.Server):
-    """uvicorn with a `ready` event set once its sockets listen (so nobody polls or sleeps)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
+        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled; `on_ready(base_url)` runs
+        once bound (`port=0` picks a free port)."""
+        await serve_http(self.http_app(host=host, **app_options), host, port, on_ready=on_ready)
 
 
 def _version() -> str:
     from mcpgym import __version__
 
     return f"mcpgym {__version__}"
+
+
+def connection_of(ctx: Ctx) -> Connection:
+    """The SDK `Connection` a request arrived on (per client on stdio and session HTTP; per
+    request on the 2026-07-28 stateless wire)."""
+    return ctx.session._connection  # noqa: SLF001 - the SDK exposes no public handle to it yet
+
+
+def session_of(ctx: Ctx) -> str | None:
+    """The transport session id (session-based streamable HTTP), to bind episodes to their caller."""
+    return connection_of(ctx).session_id
 
 
 def episode_id_of(ctx: Ctx) -> str | None:

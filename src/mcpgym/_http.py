@@ -1,0 +1,109 @@
+"""The streamable-HTTP door of a GymServer: the SDK's ASGI app, secured, and uvicorn to run it.
+
+Layer: transport. Security defaults (see README "Deploying"): bind 127.0.0.1; DNS-rebinding
+protection (Host/Origin validation, the SDK's transport-security settings) for loopback and
+for every `allowed_hosts` entry; an optional bearer token compared in constant time; the
+SDK's request-body limit.
+"""
+
+from __future__ import annotations
+
+import hmac
+import socket
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from mcpgym._server import GymServer
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class BearerAuth:
+    """Refuse every HTTP request without `Authorization: Bearer <token>` (401)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            # compare_digest: the time taken does not reveal how much of a guess was right.
+            if not hmac.compare_digest(given, self._expected):
+                response = JSONResponse(
+                    {"error": "unauthorized", "message": "send 'Authorization: Bearer <token>' (see --token)"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(
+    gym: GymServer,
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    json_response: bool = True,
+    allowed_hosts: Sequence[str] = (),
+    session_idle_timeout: float | None = 900.0,
+    max_sessions: int | None = 10_000,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    token: str | None = None,
+) -> ASGIApp:
+    """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer."""
+    security = None
+    if allowed_hosts:
+        loopback = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        hosts = [*loopback, *allowed_hosts]
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=hosts,
+            allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
+        )
+    app: Starlette = gym.mcp.streamable_http_app(
+        streamable_http_path=path,
+        json_response=json_response,
+        host=host,
+        transport_security=security,
+        session_idle_timeout=session_idle_timeout,
+        max_sessions=max_sessions,
+        max_request_body_size=max_body_bytes,
+    )
+    return BearerAuth(app, token) if token else app
+
+
+async def serve_http(
+    app: ASGIApp, host: str, port: int, *, on_ready: Callable[[str], None] | None = None, **uvicorn_options: Any
+) -> None:
+    """Run `app` with uvicorn until cancelled; `on_ready(base_url)` runs once the socket listens
+    (with the real port, so `port=0` picks a free one)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_options)
+    server = UvicornServer(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        await server.ready.wait()
+        if on_ready is not None:
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            on_ready(f"http://{host}:{bound}")
+
+
+class UvicornServer(uvicorn.Server):
+    """uvicorn with a `ready` event set once its sockets listen (so nobody polls or sleeps)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()

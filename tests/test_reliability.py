@@ -1,0 +1,164 @@
+"""Faults and limits: hung tools, vanished clients, dead servers, capacity, session binding."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+import mcpgym
+from mcpgym._protocol import episode_meta
+from tests.conftest import serve_gym
+from tests.envs import CLOSED, Counter, Mortal, closed_event
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_hung_tool_times_out_and_the_server_keeps_serving() -> None:
+    server = mcpgym.GymServer(Mortal)
+    async with mcpgym.connect(server) as stuck, mcpgym.connect(server) as other:
+        await stuck.reset()
+        await other.reset()
+        async with anyio.create_task_group() as tg:
+            results: dict[str, mcpgym.StepResult[object]] = {}
+
+            async def hang(tool: str) -> None:
+                results[tool] = await stuck.call_tool(tool)  # type: ignore[assignment]
+
+            tg.start_soon(hang, "hang")
+            # While that call hangs, another episode on the same server is served at once.
+            assert (await other.call_tool("pid")).observation.structured_content == {"result": os.getpid()}
+        assert results["hang"].is_error and "timed out after 0.5s" in results["hang"].text
+        thread = await stuck.call_tool("hang_in_thread")  # a blocked worker thread is abandoned, too
+        assert thread.is_error and "timed out" in thread.text
+        assert (await stuck.state()).step_count == 2  # the episode goes on
+
+
+async def test_a_client_that_vanishes_mid_call_leaves_nothing_behind() -> None:
+    CLOSED.clear()
+    async with serve_gym(Counter, idle_timeout=60) as (server, url):
+        env = mcpgym.connect(url)
+        with anyio.move_on_after(5):
+            async with env:
+                await env.reset(options={"label": "vanished"})
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(env.call_tool, "add", {"n": 1})
+                    tg.cancel_scope.cancel()  # the client gives up mid-call and disappears
+        assert len(server.registry) <= 1
+        # Whatever state the abandoned call left, the idle timeout frees the episode exactly once.
+        await server.registry.expire_idle(now=anyio.current_time() + 10**6)
+        assert len(server.registry) == 0 and CLOSED["vanished"] == 1
+        async with mcpgym.connect(url) as fresh:  # and the server still serves
+            await fresh.reset()
+            assert (await fresh.call_tool("add", {"n": 1})).reward == 0.1
+
+
+async def test_a_session_that_is_never_closed_expires() -> None:
+    CLOSED.clear()
+    gym = mcpgym.GymServer(Counter)
+    from tests.conftest import serve_app
+
+    async with serve_app(gym.http_app(session_idle_timeout=0.2)) as base:
+        closed = closed_event("")
+        http = httpx2.AsyncClient()
+        client = Client(streamable_http_client(f"{base}/mcp", http_client=http, terminate_on_close=False), mode="legacy")
+        async with http, client:
+            await client.call_tool("add", {"n": 1})
+        # No DELETE was sent; the SDK's session idle timeout ends the session and its episode.
+        with anyio.fail_after(10):
+            await closed.wait()
+        assert CLOSED[""] == 1 and len(gym.registry) == 0
+
+
+@pytest.mark.parametrize("door", ["stdio", "http"])
+async def test_a_killed_server_is_a_clear_error_and_a_restart_serves_again(door: str, tmp_path: object) -> None:
+    port_proc: subprocess.Popen[str] | None = None
+    if door == "stdio":
+        target: mcpgym.Target = [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Mortal"]
+    else:
+        port_proc, target = _start_http_server()
+    try:
+        with pytest.raises(mcpgym.MCPError, match="(Lost the connection|Connection closed)"):
+            with anyio.fail_after(20):  # a clear error, not a hang
+                async with mcpgym.connect(target) as env:
+                    await env.reset()
+                    pid = (await env.call_tool("pid")).observation.structured_content["result"]  # type: ignore[index]
+                    os.kill(pid, signal.SIGKILL)
+                    if port_proc is not None:
+                        port_proc.wait(timeout=10)
+                    await env.call_tool("pid")
+    finally:
+        _stop(port_proc)
+    if door == "http":
+        port_proc, target = _start_http_server()
+    try:
+        async with mcpgym.connect(target) as env:  # a restarted server serves new episodes
+            await env.reset()
+            assert not (await env.call_tool("pid")).is_error
+    finally:
+        _stop(port_proc)
+
+
+def _start_http_server() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Mortal", "--http", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    banner = proc.stderr.readline()  # printed once listening
+    return proc, banner.split(" on ")[1].strip()
+
+
+def _stop(proc: subprocess.Popen[str] | None) -> None:
+    if proc is not None:
+        proc.kill()
+        proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+async def test_episodes_are_bound_to_their_http_session() -> None:
+    async with serve_gym(Counter) as (server, url):
+        async with httpx2.AsyncClient() as h1, Client(streamable_http_client(url, http_client=h1), mode="legacy") as a:
+            async with mcpgym.connect(url) as probe:
+                await probe.reset()
+            # An RL client over a legacy session: its episode belongs to that session.
+            from mcpgym._protocol import ResetParams, ResetRequest, ResetResult, new_episode_id
+
+            episode_id = new_episode_id()
+            params = ResetParams(_meta=episode_meta(episode_id))
+            await a.session.send_request(ResetRequest(params=params), ResetResult)
+            assert (await a.call_tool("add", {"n": 1}, meta=episode_meta(episode_id))).is_error is False
+            async with httpx2.AsyncClient() as h2, Client(streamable_http_client(url, http_client=h2), mode="legacy") as b:
+                with pytest.raises(mcpgym.MCPError, match="Unknown episode"):  # same words as a wrong guess
+                    await b.call_tool("add", {"n": 1}, meta=episode_meta(episode_id))
+
+
+async def test_capacity_is_a_clear_error_and_existing_episodes_carry_on() -> None:
+    async with serve_gym(Counter, max_episodes=2) as (server, url):
+        async with mcpgym.connect(url) as a, mcpgym.connect(url) as b, mcpgym.connect(url) as c:
+            await a.reset()
+            await b.reset()
+            with pytest.raises(mcpgym.MCPError, match="capacity") as err:
+                await c.reset()
+            assert err.value.code == -32600
+            assert (await a.call_tool("add", {"n": 1})).reward == 0.1
+            await b.close_episode()
+            await c.reset()  # capacity freed as an episode ended
+
+
+async def test_hidden_rewards_stay_out_of_plain_agents_results_but_are_recorded(tmp_path: object) -> None:
+    server = mcpgym.GymServer(Counter, reveal_rewards=False, record=str(tmp_path))
+    async with Client(server.mcp, mode="legacy") as agent:
+        result = await agent.call_tool("add", {"n": 30})
+        assert not (result.meta or {}).keys() & {mcpgym.STEP_KEY}
+    (recorded,) = mcpgym.read_trajectories(str(tmp_path))
+    assert recorded.total_reward == 3.0
