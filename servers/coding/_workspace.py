@@ -8,6 +8,7 @@ every path is walked one component at a time with `O_NOFOLLOW` from a directory 
 
 from __future__ import annotations
 
+import builtins
 import errno
 import itertools
 import logging
@@ -54,7 +55,7 @@ class Workspace:
                 _require_regular(path, fd)
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 if self.uid is not None:
                     os.fchown(fd, self.uid, self.uid)
             finally:
@@ -73,7 +74,7 @@ class Workspace:
                 os.close(fd)
         return data.decode(errors="replace"), max(size - len(data), 0)
 
-    def list(self, path: str = ".") -> list[str]:
+    def list(self, path: str = ".") -> builtins.list[str]:
         """Entries under `path`, recursively, directories marked with a trailing `/`."""
         parts = [] if path.strip() in ("", ".", "./") else _parts(path)
         with self._directory(parts, create=False) as dir_fd:
@@ -83,7 +84,7 @@ class Workspace:
         return names
 
     @contextmanager
-    def _directory(self, parts: list[str], *, create: bool) -> Iterator[int]:
+    def _directory(self, parts: builtins.list[str], *, create: bool) -> Iterator[int]:
         fd = os.open(self.root, _DIR_FLAGS)
         try:
             for part in parts:

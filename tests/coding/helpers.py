@@ -9,8 +9,15 @@ from pathlib import Path
 from servers.coding import Coding, Limits, Sandbox
 
 # Short limits keep the tests quick; each test that needs another limit builds its own.
-QUICK = Limits(timeout=4.0, cpu_seconds=4, memory_bytes=512 << 20, max_processes=32,
-               file_size_bytes=1 << 20, output_bytes=4096, flood_bytes=1 << 20)
+QUICK = Limits(
+    timeout=4.0,
+    cpu_seconds=4,
+    memory_bytes=512 << 20,
+    max_processes=32,
+    file_size_bytes=1 << 20,
+    output_bytes=4096,
+    flood_bytes=1 << 20,
+)
 
 
 def coding(limits: Limits = QUICK, **options: object) -> functools.partial[Coding]:
