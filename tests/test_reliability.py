@@ -89,7 +89,7 @@ async def test_a_killed_server_is_a_clear_error_and_a_restart_serves_again(door:
             with anyio.fail_after(20):  # a clear error, not a hang
                 async with mcpgym.connect(target) as env:
                     await env.reset()
-                    pid = (await env.call_tool("pid")).observation.structured_content["result"]  # type: ignore[index]
+                    pid = (await env.call_tool("pid")).observation.structured_content["result"]
                     os.kill(pid, signal.SIGKILL)
                     if port_proc is not None:
                         port_proc.wait(timeout=10)

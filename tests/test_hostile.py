@@ -1,0 +1,130 @@
+"""Hostile and malformed input: fuzzed arguments and raw HTTP abuse get clean errors, and the
+server keeps serving. Also the HTTP security defaults (token, DNS rebinding, body size)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mcpgym
+from tests.envs import Counter
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+TOOLS = list(Counter.__mcpgym_tools__)
+
+
+def _arguments(tool: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Arguments shaped like the tool's schema (its own keys) with values of any JSON type."""
+    keys = list(Counter.__mcpgym_tools__[tool].definition.input_schema.get("properties", {}))
+    return st.dictionaries(st.sampled_from([*keys, "extra"]), JSON, max_size=3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzzed_arguments_never_break_an_episode(data: st.DataObject) -> None:
+    async def run() -> None:
+        async with mcpgym.connect(Counter) as env:
+            await env.reset(seed=0)
+            for _ in range(3):
+                tool = data.draw(st.sampled_from(TOOLS))
+                result = await env.call_tool(tool, data.draw(_arguments(tool)))
+                # Either a proper result or an isError the agent can read; never an exception.
+                assert result.is_error or result.observation.content
+                if result.done:
+                    break
+
+    anyio.run(run)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Counter", "--http", "--port", "0",
+         "--max-body-bytes", "65536", "--token", "s3cret"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    try:
+        yield proc.stderr.readline().split(" on ")[1].strip()  # printed once listening
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stderr.close()
+
+
+AUTH = {"Authorization": "Bearer s3cret"}
+HEADERS = {**AUTH, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def _still_serving(url: str) -> None:
+    with mcpgym.connect_sync(url, headers=AUTH) as env:
+        env.reset(seed=0)
+        assert env.call_tool("add", {"n": 1}).reward == 0.1
+
+
+@settings(max_examples=120, deadline=None)
+@given(body=st.one_of(
+    st.binary(max_size=200),
+    JSON.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "id": JSON, "method": st.text(max_size=30) | JSON},
+        optional={"params": JSON},
+    ).map(lambda v: json.dumps(v).encode()),
+))
+def test_malformed_messages_get_clean_errors(server_url: str, body: bytes) -> None:
+    response = httpx2.post(server_url, content=body, headers=HEADERS, timeout=10)
+    assert response.status_code < 500, (body, response.status_code, response.text)
+
+
+@pytest.mark.parametrize(
+    ("description", "headers", "body", "status"),
+    [
+        ("no token", {"Content-Type": "application/json"}, b"{}", 401),
+        ("wrong token", {**HEADERS, "Authorization": "Bearer s3creT"}, b"{}", 401),
+        ("DNS rebinding Host", {**HEADERS, "Host": "evil.example:80"}, b"{}", 421),
+        ("oversized body", HEADERS, b'{"x": "' + b"a" * 70_000 + b'"}', 413),
+        ("unknown protocol version", {**HEADERS, "MCP-Protocol-Version": "1999-01-01"},
+         b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}', 400),
+    ],
+)
+def test_http_security_defaults(
+    server_url: str, description: str, headers: dict[str, str], body: bytes, status: int
+) -> None:
+    response = httpx2.post(server_url, content=body, headers=headers, timeout=10)
+    assert response.status_code == status, (description, response.status_code, response.text)
+    _still_serving(server_url)
+
+
+def _modern_request(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A hand-built 2026-07-28 request (envelope in `_meta`, method in the header)."""
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": {**envelope, **params.get("_meta", {})}}}
+    headers = {**HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    response = httpx2.post(url, json=body, headers=headers, timeout=10)
+    reply: dict[str, Any] = response.json()
+    return reply
+
+
+def test_unknown_methods_and_bad_params_are_json_rpc_errors(server_url: str) -> None:
+    from mcpgym._protocol import EPISODE_KEY, new_episode_id
+
+    assert _modern_request(server_url, "nope/nothing", {})["error"]["code"] == -32601
+    bad = _modern_request(server_url, "mcpgym/reset", {"seed": "x", "_meta": {EPISODE_KEY: new_episode_id()}})
+    assert bad["error"]["code"] == -32602
+    good = _modern_request(server_url, "mcpgym/reset", {"seed": 1, "_meta": {EPISODE_KEY: new_episode_id()}})
+    assert good["result"]["observation"]["start"] >= 0
+    _still_serving(server_url)
