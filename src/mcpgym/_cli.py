@@ -149,7 +149,19 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="MODULE:CLASS")
+    _harness_commands(sub)
     return parser
+
+
+def _harness_commands(sub: Any) -> None:
+    """`rollout` and `harness` come from the harness package, imported only when the CLI runs."""
+    try:
+        from harness import cli as harness_cli
+    except ModuleNotFoundError as exc:
+        if exc.name != "harness":
+            raise
+        return  # installed without the harness package: its commands are absent
+    harness_cli.register(sub)
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -190,7 +202,11 @@ async def _call(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "serve":
+        if args.command in ("rollout", "harness"):
+            from harness.cli import dispatch
+
+            dispatch(args)
+        elif args.command == "serve":
             _serve(load_environment(args.env), args)
         elif args.command == "tools":
             anyio.run(_tools, args.target, args.json)

@@ -1,0 +1,213 @@
+"""Harness configs: the block that makes an MCP client launch (stdio) or reach (HTTP) a server.
+
+Layer: file formats and paths, no I/O beyond reading and writing one config file. Formats:
+
+    claude-code     project `.mcp.json`:
+                    {"mcpServers": {NAME: {"type": "stdio", "command", "args", "env"}}}
+                    {"mcpServers": {NAME: {"type": "http", "url"}}}
+    claude-desktop  `claude_desktop_config.json` (macOS ~/Library/Application Support/Claude/,
+                    Windows %APPDATA%\\Claude\\, Linux ~/.config/Claude/):
+                    {"mcpServers": {NAME: {"command", "args", "env"}}}. Its file takes stdio
+                    servers only, so a URL is reached through the `mcp-remote` stdio bridge.
+    mcp-json        the common `mcpServers` shape most clients read (Cursor, Windsurf, ...):
+                    {"command", "args", "env"} or {"url"}
+
+The command is this interpreter's absolute path, so the client runs the server in this
+environment whatever its own PATH; `env.PYTHONPATH` names the directory the target's package
+is imported from (unless it is installed), so the server starts whatever the client's
+working directory (no client documents `cwd`, so it is not relied upon).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import site
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import target as targets
+from harness.errors import ConfigError
+
+CLIENTS = ("claude-code", "claude-desktop", "mcp-json")
+Entry = dict[str, Any]
+
+
+def server_entry(
+    client: str, target: str, *, url: str | None = None, record: str | None = None, server_args: Sequence[str] = ()
+) -> Entry:
+    """The `mcpServers` entry for `target` in `client`'s format."""
+    if client not in CLIENTS:
+        raise ConfigError(f"unknown client {client!r}: pick one of {', '.join(CLIENTS)}")
+    if url is None and target.startswith(("http://", "https://")):
+        url = target
+    if url is not None:
+        if client == "claude-code":
+            return {"type": "http", "url": url}
+        if client == "claude-desktop":
+            return {"command": "npx", "args": ["-y", "mcp-remote", url]}
+        return {"url": url}
+    argv, env = launch(target, record, server_args)
+    entry: Entry = {"type": "stdio"} if client == "claude-code" else {}
+    entry.update({"command": argv[0], "args": argv[1:], "env": env})
+    return entry
+
+
+def launch(target: str, record: str | None = None, server_args: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) that serve `target` over stdio from any working directory."""
+    module: str | None
+    if targets.is_module_path(target) and _has_main(target):
+        argv, module = [sys.executable, "-m", target], target  # the server's own __main__ (its own flags)
+    elif targets.is_module_path(target) or (":" in target and " " not in target):
+        path = str(targets.resolve(target))
+        argv, module = [sys.executable, "-m", "mcpgym", "serve", path], path.partition(":")[0]
+    else:
+        argv = shlex.split(target)
+        if argv and argv[0] in ("python", "python3"):
+            argv[0] = sys.executable
+        module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+    if record is not None:
+        argv += ["--record", str(Path(record).resolve())]
+    argv += list(server_args)
+    root = _import_root(module) if module else None
+    return argv, ({"PYTHONPATH": root} if root else {})
+
+
+def block(name: str, entry: Entry) -> dict[str, Any]:
+    return {"mcpServers": {name: entry}}
+
+
+def default_name(target: str, url: str | None = None) -> str:
+    """`servers.coding` → `coding`; `servers.echo:Echo` → `echo`; a URL → `mcpgym`."""
+    if targets.is_module_path(target) or (":" in target and " " not in target and "://" not in target):
+        return target.partition(":")[0].rsplit(".", 1)[-1].strip("_") or "mcpgym"
+    words = [w for w in shlex.split(target) if targets.is_module_path(w) and w not in ("python", "python3", "-m")]
+    return words[-1].rsplit(".", 1)[-1] if words and url is None and "://" not in target else "mcpgym"
+
+
+def default_file(client: str) -> Path:
+    """Where `client` reads its servers: the project's `.mcp.json`, or Claude Desktop's file."""
+    if client == "claude-desktop":
+        if sys.platform == "darwin":
+            return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+        if sys.platform == "win32":
+            base = Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
+        else:  # no official Linux build; the path community builds use
+            base = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config"))
+        return base / "Claude" / "claude_desktop_config.json"
+    return Path(".mcp.json")
+
+
+def merge(path: Path, name: str, entry: Entry) -> Path | None:
+    """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else.
+
+    The old file is copied to `<path>.bak` first (returned), and the new one replaces it
+    atomically (written beside it, then renamed), so a crash never leaves half a config.
+    """
+    config = _read(path)
+    servers = config.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{path}: mcpServers is not an object; fix it by hand first")
+    servers[name] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if path.exists():
+        backup = path.with_name(path.name + ".bak")
+        shutil.copy2(path, backup)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=2)
+            file.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # a failed write leaves the old config untouched and no stray temp file
+        raise
+    return backup
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        config = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); fix or move it, then run again") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} does not hold a JSON object; fix or move it, then run again")
+    return config
+
+
+def _has_main(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(f"{module}.__main__") is not None
+    except ImportError:  # `module` is not a package, so it has no __main__ submodule
+        return False
+
+
+def _import_root(module: str) -> str | None:
+    """The sys.path entry `module` is imported from, unless it is site-packages (always on the path)."""
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    top = module.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        raise ConfigError(f"cannot find the module {module!r} from {os.getcwd()}: run this where it imports")
+    location = Path(spec.origin).resolve().parent
+    root = location.parent if spec.submodule_search_locations else location
+    installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    return None if root in installed else str(root)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "harness", help="connect an existing agent harness (Claude Code, Claude Desktop, ...) to an environment"
+    )
+    inner = p.add_subparsers(dest="harness_command", required=True, metavar="SUBCOMMAND")
+    c = inner.add_parser(
+        "config", help="print (or --write) the config block that makes a client launch or reach TARGET",
+        description="Print the mcpServers block that makes CLIENT launch TARGET over stdio (or reach it at --url). "
+        "--write merges it into the client's config file, keeping every other entry (the old file is kept as .bak).",
+        epilog="examples:\n  mcpgym harness config claude-code servers.coding --write\n"
+        "  mcpgym harness config claude-desktop servers.coding --record runs/claude\n"
+        "  mcpgym harness config mcp-json servers.echo:Echo --url http://127.0.0.1:8000/mcp\n"
+        "  mcpgym harness config claude-code servers.coding -- --partial-credit   # flags for the server",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("client", choices=CLIENTS)
+    c.add_argument("target", metavar="TARGET", help="servers.coding, servers.echo:Echo, a command, or a URL")
+    c.add_argument("server_args", nargs="*", metavar="-- SERVER_ARGS", help="extra flags for the server command")
+    c.add_argument("--url", default=None, help="reach a running HTTP server instead of launching one")
+    c.add_argument("--name", default=None, help="the server's name in the client (default: from TARGET)")
+    c.add_argument("--record", default=None, metavar="DIR", help="the server records every episode under DIR")
+    c.add_argument("--write", action="store_true", help="merge into the client's config file instead of printing")
+    c.add_argument("--file", default=None, help="the config file to write (default: the client's own)")
+
+
+def run(args: argparse.Namespace) -> int:
+    url = args.url
+    entry = server_entry(args.client, args.target, url=url, record=args.record, server_args=args.server_args)
+    name = args.name or default_name(args.target, url)
+    if not args.write:
+        print(json.dumps(block(name, entry), indent=2))
+        if args.client == "claude-desktop" and (url or args.target.startswith(("http://", "https://"))):
+            print("note: Claude Desktop's config file takes stdio servers only; this entry bridges to the URL "
+                  "with `npx mcp-remote` (needs Node.js)", file=sys.stderr)
+        return 0
+    path = Path(args.file) if args.file else default_file(args.client)
+    backup = merge(path, name, entry)
+    print(f"wrote mcpServers[{name!r}] to {path}" + (f" (previous file kept as {backup})" if backup else ""),
+          file=sys.stderr)
+    return 0

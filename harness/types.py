@@ -1,0 +1,126 @@
+"""The harness's value types: what a policy returns and what a rollout records.
+
+Layer: plain data. Frozen pydantic models (they are written to JSONL and handed to trainers);
+imports nothing else from the harness.
+
+A rollout produces one `Trajectory` per episode. Its `turns` are the model's replies, each
+with the tool `steps` it caused; `messages` is the whole chat-completions conversation, ready
+to be tokenised for training. A failed episode is still a `Trajectory` (`status="failed"`,
+`error` says why), carrying every turn that completed before the failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Message = dict[str, Any]
+"""One chat-completions message (`{"role": ..., "content": ..., "tool_calls": ...}`)."""
+
+ToolSpec = dict[str, Any]
+"""One entry of the chat-completions `tools` list (`{"type": "function", "function": {...}}`)."""
+
+StopReason = Literal["done", "truncated", "max_turns", "no_tool_calls", "error"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Frozen):
+    """Token counts as the endpoint reported them (`usage` of a chat completion)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class ToolCall(_Frozen):
+    """A tool call the model asked for. `arguments` is None when `arguments_json` did not parse
+    to a JSON object; the harness then answers the model with an error and does not step."""
+
+    id: str
+    name: str
+    arguments_json: str
+    arguments: dict[str, Any] | None = None
+
+
+class AssistantTurn(_Frozen):
+    """What a policy returns: the model's reply to the conversation so far."""
+
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+
+    def message(self) -> Message:
+        """This reply as the assistant message to append to the conversation."""
+        message: Message = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+class Step(_Frozen):
+    """One tool call's outcome. `stepped` is False when the harness answered the call itself
+    (unknown tool, malformed arguments, episode already over) without touching the environment."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | None
+    output: str
+    is_error: bool = False
+    stepped: bool = True
+    reward: float = 0.0
+    done: bool = False
+    truncated: bool = False
+
+
+class Turn(_Frozen):
+    """One model reply and the steps it caused."""
+
+    assistant: AssistantTurn
+    steps: list[Step] = Field(default_factory=list)
+
+    @property
+    def reward(self) -> float:
+        return sum(s.reward for s in self.steps)
+
+
+class Trajectory(_Frozen):
+    """One episode of a rollout: the conversation, every turn, rewards, usage, and how it ended."""
+
+    index: int
+    """The episode's position in the rollout (0-based); seeds and options are drawn by it."""
+    episode_id: str | None = None
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+    observation: Any = None
+    """What `reset()` returned (the task)."""
+    status: Literal["ok", "failed"] = "ok"
+    stop: StopReason = "error"
+    error: str | None = None
+    reward: float = 0.0
+    """Sum of the rewards of every step."""
+    done: bool = False
+    truncated: bool = False
+    turns: list[Turn] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
+    usage: Usage = Usage()
+    started: float = 0.0
+    duration: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
