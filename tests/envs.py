@@ -90,3 +90,15 @@ class Mortal(mcpgym.Environment):
 
         threading.Event().wait(2.0)
         return "late"
+
+
+class Sleepy(mcpgym.Environment):
+    """A step that awaits a short sleep: what load tests hold thousands of at once."""
+
+    @mcpgym.tool
+    async def wait(self, ms: int = 5) -> int:
+        """Sleep `ms` milliseconds, then return the step's own number."""
+        await anyio.sleep(ms / 1000)
+        self.calls = getattr(self, "calls", 0) + 1
+        self.reward(1.0)
+        return self.calls

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import hmac
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from mcpgym._server import GymServer
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+HEALTH_PATH = "/healthz"
 
 
 class BearerAuth:
@@ -34,7 +37,8 @@ class BearerAuth:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        # /healthz stays open: load balancers and Kubernetes probes carry no token.
+        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             # compare_digest: the time taken does not reveal how much of a guess was right.
             if not hmac.compare_digest(given, self._expected):
@@ -78,8 +82,20 @@ def http_app(
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
         max_request_body_size=max_body_bytes,
+        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"])],
     )
     return BearerAuth(app, token) if token else app
+
+
+def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def health(request: Request) -> JSONResponse:
+        registry = gym.registry
+        return JSONResponse(
+            {"status": "ok", "environment": gym.env_cls.__name__, "episodes": len(registry),
+             "max_episodes": registry.max_episodes}
+        )
+
+    return health
 
 
 async def serve_http(
