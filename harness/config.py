@@ -183,12 +183,13 @@ def register(sub: Any) -> None:
         epilog="examples:\n  mcpgym harness config claude-code servers.coding --write\n"
         "  mcpgym harness config claude-desktop servers.coding --record runs/claude\n"
         "  mcpgym harness config mcp-json servers.echo:Echo --url http://127.0.0.1:8000/mcp\n"
-        "  mcpgym harness config claude-code servers.coding -- --partial-credit   # flags for the server",
+        "  mcpgym harness config claude-code servers.coding --server-args='--partial-credit'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("client", choices=CLIENTS)
     c.add_argument("target", metavar="TARGET", help="servers.coding, servers.echo:Echo, a command, or a URL")
-    c.add_argument("server_args", nargs="*", metavar="-- SERVER_ARGS", help="extra flags for the server command")
+    c.add_argument("--server-args", default="", metavar="'FLAGS'",
+                   help="extra flags for the server command, one string: --server-args='--partial-credit'")
     c.add_argument("--url", default=None, help="reach a running HTTP server instead of launching one")
     c.add_argument("--name", default=None, help="the server's name in the client (default: from TARGET)")
     c.add_argument("--record", default=None, metavar="DIR", help="the server records every episode under DIR")
@@ -198,7 +199,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     url = args.url
-    entry = server_entry(args.client, args.target, url=url, record=args.record, server_args=args.server_args)
+    server_args = shlex.split(args.server_args)
+    entry = server_entry(args.client, args.target, url=url, record=args.record, server_args=server_args)
     name = args.name or default_name(args.target, url)
     if not args.write:
         print(json.dumps(block(name, entry), indent=2))

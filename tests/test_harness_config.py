@@ -1,0 +1,157 @@
+"""`mcpgym harness config`: the printed blocks parse, launch the right server, and --write merges."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import StdioServerParameters
+
+import mcpgym
+from harness import config
+from mcpgym import _cli as mcpgym_cli
+
+pytestmark = pytest.mark.anyio
+
+REPO = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Cli = Callable[..., Ran]
+Printed = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`mcpgym harness config ARGS` run in this process (a subprocess costs seconds of imports)."""
+
+    def run(*args: str, cwd: Path | str = REPO) -> Ran:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit:
+            mcpgym_cli.main(["harness", "config", *args])
+        code, out = exit.value.code, capsys.readouterr()
+        stderr = out.err + (code if isinstance(code, str) else "")  # sys.exit("message") prints it to stderr
+        return Ran(code if isinstance(code, int) else (0 if code is None else 1), out.out, stderr)
+
+    return run
+
+
+@pytest.fixture
+def printed(cli: Cli) -> Printed:
+    def run(*args: str) -> dict[str, Any]:
+        out = cli(*args)
+        assert out.returncode == 0, out.stderr
+        value: dict[str, Any] = json.loads(out.stdout)
+        return value
+
+    return run
+
+
+async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_path: Path, printed: Printed) -> None:
+    entry = printed("claude-code", "servers.coding")["mcpServers"]["coding"]
+    argv = [sys.executable, "-m", "mcpgym", "harness", "config", "claude-code", "servers.coding"]
+    out = await anyio.run_process(argv, cwd=tmp_path)
+    assert json.loads(out.stdout)["mcpServers"]["coding"] == entry  # the real command, from elsewhere
+    assert entry == {
+        "type": "stdio", "command": sys.executable, "args": ["-m", "servers.coding"], "env": {"PYTHONPATH": REPO}
+    }
+    # Launch it as a client would: that command, those args, that env, some other directory.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path)
+    async with mcpgym.connect(params) as env:
+        assert "submit" in {t.name for t in await env.list_tools()}
+
+
+def test_each_client_gets_its_own_shape() -> None:
+    desktop = config.server_entry("claude-desktop", "servers.echo:Echo")
+    assert desktop["command"] == sys.executable and "type" not in desktop  # Desktop's file: command/args/env
+    assert desktop["args"] == ["-m", "mcpgym", "serve", "servers.echo:Echo"]
+    assert config.server_entry("mcp-json", "servers.echo")["args"] == ["-m", "servers.echo"]  # has a __main__
+    assert config.server_entry("claude-code", "tests.envs:Counter")["args"][-1] == "tests.envs:Counter"
+    command = config.server_entry("claude-code", "python -m servers.echo --http")
+    assert command["command"] == sys.executable and command["args"] == ["-m", "servers.echo", "--http"]
+
+
+def test_a_url_is_reached_not_launched(printed: Printed) -> None:
+    url = "http://127.0.0.1:8000/mcp"
+    block = printed("claude-code", "servers.coding", "--url", url)
+    assert block == {"mcpServers": {"coding": {"type": "http", "url": url}}}
+    assert config.server_entry("mcp-json", url) == {"url": url}
+    # Claude Desktop's file takes stdio only: bridge with mcp-remote.
+    assert config.server_entry("claude-desktop", "x", url=url) == {"command": "npx", "args": ["-y", "mcp-remote", url]}
+
+
+def test_record_and_server_flags_reach_the_command(tmp_path: Path, printed: Printed) -> None:
+    block = printed("claude-desktop", "servers.coding", "--record", str(tmp_path / "rec"), "--name", "he",
+                    "--server-args=--partial-credit")
+    assert block["mcpServers"]["he"]["args"] == [
+        "-m", "servers.coding", "--record", str(tmp_path / "rec"), "--partial-credit"
+    ]
+
+
+def test_write_merges_without_clobbering(tmp_path: Path, cli: Cli) -> None:
+    path = tmp_path / ".mcp.json"
+    before: dict[str, Any] = {"mcpServers": {"other": {"command": "node", "args": ["x.js"]}}, "keep": [1, 2]}
+    path.write_text(json.dumps(before))
+
+    out = cli("claude-code", "servers.coding", "--write", cwd=tmp_path)  # default file: ./.mcp.json
+    assert out.returncode == 0, out.stderr
+    after = json.loads(path.read_text())
+    assert after["keep"] == [1, 2] and after["mcpServers"]["other"] == before["mcpServers"]["other"]
+    assert after["mcpServers"]["coding"]["args"] == ["-m", "servers.coding"]
+    assert json.loads((tmp_path / ".mcp.json.bak").read_text()) == before
+
+    config.merge(path, "coding", {"type": "http", "url": "http://127.0.0.1:9/mcp"})  # again: replaces that entry
+    servers = json.loads(path.read_text())["mcpServers"]
+    assert servers["coding"] == {"type": "http", "url": "http://127.0.0.1:9/mcp"}
+    assert set(servers) == {"other", "coding"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mcp.json", ".mcp.json.bak"]  # no temp file left
+
+
+def test_write_creates_claude_desktops_file(tmp_path: Path, cli: Cli) -> None:
+    path = tmp_path / "Claude" / "claude_desktop_config.json"
+    out = cli("claude-desktop", "servers.echo:Echo", "--write", "--file", str(path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(path.read_text())["mcpServers"]["echo"]["command"] == sys.executable
+    assert not path.with_name(path.name + ".bak").exists()  # nothing to back up
+
+
+def test_a_broken_config_file_is_left_alone(tmp_path: Path, cli: Cli) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text("{not json")
+    out = cli("claude-code", "servers.coding", "--write", "--file", str(path))
+    assert out.returncode != 0 and "not valid JSON" in out.stderr and "Traceback" not in out.stderr
+    assert path.read_text() == "{not json"
+
+
+def test_claude_desktop_default_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert config.default_file("claude-desktop").parts[-4:] == (
+        "Library", "Application Support", "Claude", "claude_desktop_config.json"
+    )
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(tmp_path))
+    assert config.default_file("claude-desktop") == tmp_path / "Claude" / "claude_desktop_config.json"
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config.default_file("claude-desktop") == tmp_path / "xdg" / "Claude" / "claude_desktop_config.json"
+    assert config.default_file("claude-code") == Path(".mcp.json")
+
+
+def test_an_ambiguous_module_is_refused(cli: Cli) -> None:
+    out = cli("claude-code", "tests.envs")
+    assert out.returncode != 0 and "Environment subclasses" in out.stderr and "tests.envs:CLASS" in out.stderr
+    assert os.path.exists(os.path.join(REPO, "tests", "envs.py"))
