@@ -13,6 +13,10 @@ fi
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 
 if [ "${1:-}" = "--test" ]; then
+  # servers.coding's strongest sandbox layer (namespaces via bubblewrap); its tests cover it.
+  if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "setup: bubblewrap not installed; sandbox tests will say what they skip" >&2
+  fi
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding]"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error

@@ -66,6 +66,7 @@ async def test_reset_returns_the_prompt_and_the_active_protections() -> None:
         assert "check(" not in json.dumps(obs)  # the hidden tests stay hidden
         assert obs["sandbox"]["isolation"] == SANDBOX.protections.isolation
         assert obs["sandbox"]["limits"]["timeout"] == QUICK.timeout
+        assert (await env.state()).info == {"sandbox": obs["sandbox"]}  # state() says it too
 
 
 @pytest.mark.anyio

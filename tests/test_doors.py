@@ -88,7 +88,8 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
     assert steps[8][3:5] == (1.0, True)
     assert steps[9][2]["is_error"] is True and steps[9][4] is True and steps[9][3] == 0.0
     assert t[-1][1] == {
-        "environment": "Echo", "step_count": 6, "total_reward": 1.0, "done": True, "truncated": False, "seed": 0
+        "environment": "Echo", "step_count": 6, "total_reward": 1.0, "done": True, "truncated": False, "seed": 0,
+        "info": {},
     }
 
 

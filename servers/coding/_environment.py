@@ -55,6 +55,10 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
 
+    def state_info(self) -> dict[str, Any]:
+        """Which sandbox protections are active, for `env.state()` (also in the first observation)."""
+        return {"sandbox": self.sandbox.protections.describe()}
+
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Options: `task_id` picks the task; otherwise one is drawn from the seeded RNG."""
         task_id = (options or {}).get("task_id")

@@ -63,6 +63,10 @@ class Environment:
     async def close(self) -> None:
         """Release what the episode holds. Override; called exactly once per instance."""
 
+    def state_info(self) -> dict[str, Any]:
+        """Extra, JSON-compatible facts for `env.state()` (never shown to agents). Override."""
+        return {}
+
     def reward(self, value: float) -> None:
         """Add `value` to the reward of the current tool call."""
         self._ledger().reward += float(value)

@@ -100,6 +100,7 @@ class Episode:
             done=self.done,
             truncated=self.truncated,
             seed=self.seed,
+            info=pydantic_core.to_jsonable_python(self.env.state_info(), fallback=str),
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:

@@ -73,3 +73,5 @@ class EpisodeState(_Frozen):
     done: bool = False
     truncated: bool = False
     seed: int | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    """What the environment's `state_info()` reports (e.g. which sandbox protections are active)."""

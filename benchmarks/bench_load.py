@@ -1,0 +1,164 @@
+"""Capacity of one HTTP server process: thousands of concurrent episodes on this machine.
+
+    python -m benchmarks.bench_load [--episodes 2048] [--steps 10] [--sleep-ms 20] [--workers 2]
+
+Starts `mcpgym serve tests.envs:Sleepy --http` (a tool that awaits a short sleep) in a child
+process, then `--workers` client processes that together open `--episodes` episodes at once
+(reset), hold them all open, step each `--steps` times, and close. The parent samples the
+server's RSS and its /healthz episode count throughout and reports: peak concurrent episodes
+held, failed or lost steps, steps/s, p50/p99 step latency, peak RSS, and RSS once every
+episode has closed (vs. the baseline before the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+
+import mcpgym
+
+
+async def _client_worker(url: str, episodes: int, steps: int, sleep_ms: int, start_at: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    failures: list[str] = []
+    last_step_end = 0.0
+    opened = 0
+    all_open = anyio.Event()
+
+    async def episode(i: int) -> None:
+        nonlocal opened, last_step_end
+        try:
+            async with mcpgym.connect(url, mode="2026-07-28") as env:
+                await env.reset(seed=i)
+                opened += 1
+                if opened == episodes:
+                    all_open.set()
+                await all_open.wait()
+                # Wall-clock rendezvous across worker processes: every episode is open before any steps.
+                await anyio.sleep(max(0.0, start_at - time.time()))
+                for expected in range(1, steps + 1):
+                    t0 = time.perf_counter()
+                    result = await env.call_tool("wait", {"ms": sleep_ms})
+                    latencies.append(time.perf_counter() - t0)
+                    if result.is_error or result.observation.structured_content != {"result": expected}:
+                        failures.append(f"episode {i} step {expected}: {result.text[:100]}")
+                last_step_end = max(last_step_end, time.time())
+        except Exception as exc:  # a failed episode is counted and reported, never hidden
+            failures.append(f"episode {i}: {type(exc).__name__}: {exc}")
+            if opened + len(failures) >= episodes:
+                all_open.set()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(episodes):
+            tg.start_soon(episode, i)
+    return {"latencies": latencies, "failures": failures, "last_step_end": last_step_end}
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _sampler(pid: int, health: str, stop: threading.Event, out: dict[str, int]) -> None:
+    with httpx2.Client(timeout=5) as http:
+        while not stop.is_set():
+            out["peak_rss"] = max(out.get("peak_rss", 0), _rss_kib(pid))
+            try:
+                out["peak_episodes"] = max(out.get("peak_episodes", 0), http.get(health).json()["episodes"])
+            except httpx2.HTTPError:
+                pass  # the server is busy; the next sample counts
+            stop.wait(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=2048)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--sleep-ms", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worker", nargs=4, metavar=("URL", "N", "STEPS", "START_AT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        url, n, steps, start_at = args.worker
+        result = anyio.run(_client_worker, url, int(n), int(steps), args.sleep_ms, float(start_at))
+        json.dump(result, sys.stdout)
+        return
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Sleepy", "--http", "--port", "0",
+         "--max-episodes", str(args.episodes + 16)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert server.stderr is not None
+    url = server.stderr.readline().split(" on ")[1].strip()
+    health = url.replace("/mcp", "/healthz")
+    try:
+        baseline = _rss_kib(server.pid)
+        samples: dict[str, int] = {}
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sampler, args=(server.pid, health, stop, samples))
+        sampler.start()
+        per_worker = [args.episodes // args.workers + (i < args.episodes % args.workers) for i in range(args.workers)]
+        # Opening 2,048 connections takes a while on 2 cores; steps start together after that.
+        start_at = time.time() + max(5.0, args.episodes / 150)
+        started = time.perf_counter()
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.bench_load", "--sleep-ms", str(args.sleep_ms),
+                 "--worker", url, str(n), str(args.steps), str(start_at)],
+                stdout=subprocess.PIPE, text=True,
+            )
+            for n in per_worker
+        ]
+        results = [json.loads(w.communicate()[0]) for w in workers]
+        elapsed = time.perf_counter() - started
+        with httpx2.Client() as http:
+            deadline = time.monotonic() + 60
+            while http.get(health).json()["episodes"] and time.monotonic() < deadline:
+                time.sleep(0.1)  # benchmark only: wait for the server to finish closing episodes
+            left = http.get(health).json()["episodes"]
+        stop.set()
+        sampler.join()
+        after = _rss_kib(server.pid)
+    finally:
+        server.kill()
+        server.wait()
+        server.stderr.close()
+
+    latencies = sorted(x for r in results for x in r["latencies"])
+    failures = [f for r in results for f in r["failures"]]
+    expected = args.episodes * args.steps
+    # Steps/s over the stepping phase: from the common start to the last step anywhere.
+    step_window = max(1e-9, max(r["last_step_end"] for r in results) - start_at)
+    print(f"episodes={args.episodes} steps/episode={args.steps} tool sleep={args.sleep_ms}ms workers={args.workers}")
+    print("| metric | value |\n|---|---|")
+    print(f"| peak concurrent episodes held | {samples.get('peak_episodes', 0)} |")
+    print(f"| steps completed / expected | {len(latencies)} / {expected} |")
+    print(f"| failed or lost steps | {expected - len(latencies) + len(failures)} |")
+    print(f"| steps/s (stepping phase) | {len(latencies) / step_window:,.0f} |")
+    print(f"| wall time incl. connect, reset, close | {elapsed:.1f} s |")
+    if latencies:
+        p50 = statistics.median(latencies) * 1000
+        p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
+        print(f"| step latency p50 / p99 | {p50:.1f} ms / {p99:.1f} ms |")
+    print(f"| server RSS baseline / peak / after close | {baseline / 1024:.0f} / "
+          f"{samples.get('peak_rss', 0) / 1024:.0f} / {after / 1024:.0f} MiB |")
+    print(f"| episodes left after close | {left} |")
+    for failure in failures[:10]:
+        print("FAIL", failure)
+
+
+if __name__ == "__main__":
+    main()
