@@ -97,9 +97,20 @@ def main() -> None:
         return
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Sleepy", "--http", "--port", "0",
-         "--max-episodes", str(args.episodes + 16)],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "mcpgym",
+            "serve",
+            "tests.envs:Sleepy",
+            "--http",
+            "--port",
+            "0",
+            "--max-episodes",
+            str(args.episodes + 16),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert server.stderr is not None
     url = server.stderr.readline().split(" on ")[1].strip()
@@ -116,9 +127,20 @@ def main() -> None:
         started = time.perf_counter()
         workers = [
             subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.bench_load", "--sleep-ms", str(args.sleep_ms),
-                 "--worker", url, str(n), str(args.steps), str(start_at)],
-                stdout=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.bench_load",
+                    "--sleep-ms",
+                    str(args.sleep_ms),
+                    "--worker",
+                    url,
+                    str(n),
+                    str(args.steps),
+                    str(start_at),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
             )
             for n in per_worker
         ]
@@ -153,8 +175,10 @@ def main() -> None:
         p50 = statistics.median(latencies) * 1000
         p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
         print(f"| step latency p50 / p99 | {p50:.1f} ms / {p99:.1f} ms |")
-    print(f"| server RSS baseline / peak / after close | {baseline / 1024:.0f} / "
-          f"{samples.get('peak_rss', 0) / 1024:.0f} / {after / 1024:.0f} MiB |")
+    print(
+        f"| server RSS baseline / peak / after close | {baseline / 1024:.0f} / "
+        f"{samples.get('peak_rss', 0) / 1024:.0f} / {after / 1024:.0f} MiB |"
+    )
     print(f"| episodes left after close | {left} |")
     for failure in failures[:10]:
         print("FAIL", failure)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -42,29 +41,24 @@ async def play(target: mcpgym.Target, episodes: int, label: str) -> None:
                 steps += 1
             state = await env.state()
             end = "truncated" if state.truncated else "solved"
-            print(f"[{label}] episode {episode}: {first.observation['prompt']!s:44} return={ret:.1f} "
-                  f"after {len(guesses)} steps ({end})")
+            print(
+                f"[{label}] episode {episode}: {first.observation['prompt']!s:44} return={ret:.1f} "
+                f"after {len(guesses)} steps ({end})"
+            )
     elapsed = time.perf_counter() - started
     print(f"[{label}] {steps} steps in {elapsed:.2f}s ({steps / elapsed:,.0f} steps/s incl. resets)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def main(episodes: int) -> None:
-    await play(Echo, episodes, "in-process")
-    port = free_port()
+def main(episodes: int) -> None:
+    anyio.run(play, Echo, episodes, "in-process")
     server = subprocess.Popen(
-        [sys.executable, "-m", "servers.echo", "--http", "--port", str(port)], stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "servers.echo", "--http", "--port", "0"], stderr=subprocess.PIPE, text=True
     )
     try:
         assert server.stderr is not None
-        banner = server.stderr.readline()  # printed once the server listens
+        banner = server.stderr.readline()  # "serving Echo on http://127.0.0.1:PORT/mcp", once it listens
         print(f"\nstarted: {banner.strip()}")
-        await play(f"http://127.0.0.1:{port}/mcp", episodes, "http")
+        anyio.run(play, banner.split(" on ")[1].strip(), episodes, "http")
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -75,4 +69,4 @@ async def main(episodes: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=5)
-    anyio.run(main, parser.parse_args().episodes)
+    main(parser.parse_args().episodes)

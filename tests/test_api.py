@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 import mcpgym
 from mcpgym import CallToolAction, ListToolsAction
@@ -13,10 +14,32 @@ from servers.echo import Echo
 from tests.envs import CLOSED, Counter
 
 EXPORTED = {
-    "EPISODE_HEADER", "EPISODE_KEY", "STEP_KEY", "Action", "AsyncEnv", "CallToolAction", "Environment",
-    "EpisodeState", "GymServer", "JSONValue", "ListToolsAction", "MCPError", "StepResult", "SyncEnv", "Target",
-    "ToolError", "__version__", "check_environment", "connect", "connect_sync", "load_environment", "run", "tool",
-    "StepRecord", "Trajectory", "read_trajectories",
+    "EPISODE_HEADER",
+    "EPISODE_KEY",
+    "STEP_KEY",
+    "Action",
+    "AsyncEnv",
+    "CallToolAction",
+    "Environment",
+    "EpisodeState",
+    "GymServer",
+    "JSONValue",
+    "ListToolsAction",
+    "MCPError",
+    "StepResult",
+    "SyncEnv",
+    "Target",
+    "ToolError",
+    "__version__",
+    "check_environment",
+    "connect",
+    "connect_sync",
+    "load_environment",
+    "run",
+    "tool",
+    "StepRecord",
+    "Trajectory",
+    "read_trajectories",
 }
 
 
@@ -74,10 +97,10 @@ async def test_step_result_models_are_frozen_and_typed() -> None:
     async with mcpgym.connect(Echo) as env:
         await env.reset(seed=0)
         result = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "x"}))
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         setattr(result, "reward", 2.0)  # noqa: B010 - the frozen check is the point
     assert result.info == {"step": 1}
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="extra"):
         CallToolAction.model_validate({"tool_name": "x", "extra_field": 1})
 
 
@@ -90,5 +113,5 @@ def test_reward_outside_a_tool_call_is_a_clear_error() -> None:
 def test_connect_rejects_what_it_cannot_reach() -> None:
     with pytest.raises(TypeError, match="Cannot connect"):
         mcpgym.connect(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="not an mcpgym.Environment"):
+    with pytest.raises(TypeError, match=r"not an mcpgym\.Environment"):
         mcpgym.connect("json:dumps")

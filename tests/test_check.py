@@ -21,7 +21,9 @@ def _shipped_environments() -> list[type[mcpgym.Environment]]:
         found += [
             obj
             for _, obj in inspect.getmembers(module, inspect.isclass)
-            if issubclass(obj, mcpgym.Environment) and obj is not mcpgym.Environment and obj.__module__.startswith(module.__name__)
+            if issubclass(obj, mcpgym.Environment)
+            and obj is not mcpgym.Environment
+            and obj.__module__.startswith(module.__name__)
         ]
     return found
 
@@ -77,7 +79,9 @@ class BadReset(mcpgym.Environment):
         (BadReset, ["must accept `seed` and `options`"]),
     ],
 )
-def test_problems_are_reported_in_words_an_author_can_act_on(env: type[mcpgym.Environment], expected: list[str]) -> None:
+def test_problems_are_reported_in_words_an_author_can_act_on(
+    env: type[mcpgym.Environment], expected: list[str]
+) -> None:
     problems = mcpgym.check_environment(env, raise_on_error=False)
     for fragment in expected:
         assert any(fragment in p for p in problems), (fragment, problems)

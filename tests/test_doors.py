@@ -80,7 +80,9 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
         t = await _script(env, ECHO_SCRIPT, seed=0)
     assert t[0][1]["target"] == "orbit"
     steps = {i: row for i, row in enumerate(t)}
-    assert steps[2][2]["content"][0]["text"] == "ab ab ab" and steps[2][2]["structured_content"] == {"result": "ab ab ab"}
+    assert steps[2][2]["content"][0]["text"] == "ab ab ab" and steps[2][2]["structured_content"] == {
+        "result": "ab ab ab"
+    }
     for i, field in ((3, "times"), (4, "message"), (5, "times")):
         assert steps[i][2]["is_error"] is True and field in steps[i][2]["content"][0]["text"]
     assert steps[6][:3] == ("error", "no_such_tool", -32602)
@@ -88,7 +90,12 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
     assert steps[8][3:5] == (1.0, True)
     assert steps[9][2]["is_error"] is True and steps[9][4] is True and steps[9][3] == 0.0
     assert t[-1][1] == {
-        "environment": "Echo", "step_count": 6, "total_reward": 1.0, "done": True, "truncated": False, "seed": 0,
+        "environment": "Echo",
+        "step_count": 6,
+        "total_reward": 1.0,
+        "done": True,
+        "truncated": False,
+        "seed": 0,
         "info": {},
     }
 

@@ -52,8 +52,20 @@ def test_fuzzed_arguments_never_break_an_episode(data: st.DataObject) -> None:
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Counter", "--http", "--port", "0",
-         "--max-body-bytes", "65536", "--token", "s3cret"],
+        [
+            sys.executable,
+            "-m",
+            "mcpgym",
+            "serve",
+            "tests.envs:Counter",
+            "--http",
+            "--port",
+            "0",
+            "--max-body-bytes",
+            "65536",
+            "--token",
+            "s3cret",
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -77,14 +89,16 @@ def _still_serving(url: str) -> None:
 
 
 @settings(max_examples=120, deadline=None)
-@given(body=st.one_of(
-    st.binary(max_size=200),
-    JSON.map(lambda v: json.dumps(v).encode()),
-    st.fixed_dictionaries(
-        {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "id": JSON, "method": st.text(max_size=30) | JSON},
-        optional={"params": JSON},
-    ).map(lambda v: json.dumps(v).encode()),
-))
+@given(
+    body=st.one_of(
+        st.binary(max_size=200),
+        JSON.map(lambda v: json.dumps(v).encode()),
+        st.fixed_dictionaries(
+            {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]), "id": JSON, "method": st.text(max_size=30) | JSON},
+            optional={"params": JSON},
+        ).map(lambda v: json.dumps(v).encode()),
+    )
+)
 def test_malformed_messages_get_clean_errors(server_url: str, body: bytes) -> None:
     response = httpx2.post(server_url, content=body, headers=HEADERS, timeout=10)
     assert response.status_code < 500, (body, response.status_code, response.text)
@@ -97,8 +111,12 @@ def test_malformed_messages_get_clean_errors(server_url: str, body: bytes) -> No
         ("wrong token", {**HEADERS, "Authorization": "Bearer s3creT"}, b"{}", 401),
         ("DNS rebinding Host", {**HEADERS, "Host": "evil.example:80"}, b"{}", 421),
         ("oversized body", HEADERS, b'{"x": "' + b"a" * 70_000 + b'"}', 413),
-        ("unknown protocol version", {**HEADERS, "MCP-Protocol-Version": "1999-01-01"},
-         b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}', 400),
+        (
+            "unknown protocol version",
+            {**HEADERS, "MCP-Protocol-Version": "1999-01-01"},
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
+            400,
+        ),
     ],
 )
 def test_http_security_defaults(
@@ -111,8 +129,16 @@ def test_http_security_defaults(
 
 def _modern_request(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """A hand-built 2026-07-28 request (envelope in `_meta`, method in the header)."""
-    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": {**envelope, **params.get("_meta", {})}}}
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": method,
+        "params": {**params, "_meta": {**envelope, **params.get("_meta", {})}},
+    }
     headers = {**HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
     response = httpx2.post(url, json=body, headers=headers, timeout=10)
     reply: dict[str, Any] = response.json()

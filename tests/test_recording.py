@@ -51,12 +51,16 @@ def test_a_killed_server_leaves_every_completed_step_on_disk(tmp_path: Path) -> 
             proc.stdin.write(message + "\n")
             proc.stdin.flush()
 
-        send('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-             '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}')
+        send(
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            '"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}'
+        )
         proc.stdout.readline()
         send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
         for i in range(1, 4):
-            send(f'{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"add","arguments":{{"n":{i}}}}}}}')
+            send(
+                f'{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"add","arguments":{{"n":{i}}}}}}}'
+            )
             assert f'"id":{i}' in proc.stdout.readline()  # the step completed
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

@@ -68,7 +68,9 @@ async def test_a_session_that_is_never_closed_expires() -> None:
     async with serve_app(gym.http_app(session_idle_timeout=0.2)) as base:
         closed = closed_event("")
         http = httpx2.AsyncClient()
-        client = Client(streamable_http_client(f"{base}/mcp", http_client=http, terminate_on_close=False), mode="legacy")
+        client = Client(
+            streamable_http_client(f"{base}/mcp", http_client=http, terminate_on_close=False), mode="legacy"
+        )
         async with http, client:
             await client.call_tool("add", {"n": 1})
         # No DELETE was sent; the SDK's session idle timeout ends the session and its episode.
@@ -85,7 +87,7 @@ async def test_a_killed_server_is_a_clear_error_and_a_restart_serves_again(door:
     else:
         port_proc, target = _start_http_server()
     try:
-        with pytest.raises(mcpgym.MCPError, match="(Lost the connection|Connection closed)"):
+        with pytest.raises(mcpgym.MCPError, match=r"(Lost the connection|Connection closed)"):
             with anyio.fail_after(20):  # a clear error, not a hang
                 async with mcpgym.connect(target) as env:
                     await env.reset()
@@ -126,7 +128,7 @@ def _stop(proc: subprocess.Popen[str] | None) -> None:
 
 
 async def test_episodes_are_bound_to_their_http_session() -> None:
-    async with serve_gym(Counter) as (server, url):
+    async with serve_gym(Counter) as (_server, url):
         async with httpx2.AsyncClient() as h1, Client(streamable_http_client(url, http_client=h1), mode="legacy") as a:
             async with mcpgym.connect(url) as probe:
                 await probe.reset()
@@ -137,13 +139,16 @@ async def test_episodes_are_bound_to_their_http_session() -> None:
             params = ResetParams(_meta=episode_meta(episode_id))
             await a.session.send_request(ResetRequest(params=params), ResetResult)
             assert (await a.call_tool("add", {"n": 1}, meta=episode_meta(episode_id))).is_error is False
-            async with httpx2.AsyncClient() as h2, Client(streamable_http_client(url, http_client=h2), mode="legacy") as b:
+            async with (
+                httpx2.AsyncClient() as h2,
+                Client(streamable_http_client(url, http_client=h2), mode="legacy") as b,
+            ):
                 with pytest.raises(mcpgym.MCPError, match="Unknown episode"):  # same words as a wrong guess
                     await b.call_tool("add", {"n": 1}, meta=episode_meta(episode_id))
 
 
 async def test_capacity_is_a_clear_error_and_existing_episodes_carry_on() -> None:
-    async with serve_gym(Counter, max_episodes=2) as (server, url):
+    async with serve_gym(Counter, max_episodes=2) as (_server, url):
         async with mcpgym.connect(url) as a, mcpgym.connect(url) as b, mcpgym.connect(url) as c:
             await a.reset()
             await b.reset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import mcp_types as types
 import pytest
@@ -124,7 +125,10 @@ async def test_http_session_delete_closes_the_implicit_episode() -> None:
     CLOSED.clear()
     async with serve_gym(Counter) as (server, url):
         closed = closed_event("")
-        async with httpx2.AsyncClient() as http, Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as c,
+        ):
             await c.call_tool("add", {"n": 1})
             assert len(server.registry) == 1
         # Leaving the client sent DELETE for the session; the server tears the session down.
@@ -134,12 +138,13 @@ async def test_http_session_delete_closes_the_implicit_episode() -> None:
 
 
 async def test_http_episode_header_and_meta_route_the_same_episode() -> None:
-    async with serve_gym(Counter) as (server, url), mcpgym.connect(url) as env:
+    async with serve_gym(Counter) as (_server, url), mcpgym.connect(url) as env:
         await env.reset(seed=3)
         assert env.episode_id is not None
-        async with httpx2.AsyncClient(headers={mcpgym.EPISODE_HEADER: env.episode_id}) as http, Client(
-            streamable_http_client(url, http_client=http)
-        ) as plain:
+        async with (
+            httpx2.AsyncClient(headers={mcpgym.EPISODE_HEADER: env.episode_id}) as http,
+            Client(streamable_http_client(url, http_client=http)) as plain,
+        ):
             # A client that can only set headers (no _meta) reaches the same episode.
             result = await plain.call_tool("add", {"n": 2})
             assert _step_meta(result)["step"] == 1
@@ -148,6 +153,7 @@ async def test_http_episode_header_and_meta_route_the_same_episode() -> None:
 
 async def test_sixty_four_concurrent_http_episodes_see_only_their_own_state() -> None:
     async with serve_gym(Counter) as (server, url):
+
         async def episode(i: int) -> None:
             async with mcpgym.connect(url) as env:
                 first = await env.reset(seed=i, options={"label": f"c{i}"})
@@ -156,7 +162,7 @@ async def test_sixty_four_concurrent_http_episodes_see_only_their_own_state() ->
                     r = await env.call_tool("add", {"n": n * i})
                     total += n * i
                     assert r.observation.structured_content == {"result": total}
-                    await anyio.sleep(0)  # interleave with the other episodes
+                    await anyio.lowlevel.checkpoint()  # interleave with the other episodes
                 state = await env.state()
                 assert state.step_count == 3 and state.total_reward == pytest.approx(0.6 * i)
                 assert state.seed == i

@@ -6,6 +6,7 @@ driven in-process, over stdio or over streamable HTTP with identical results.
 """
 
 from mcpgym._check import check_environment
+from mcpgym._cli import run
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
@@ -16,7 +17,6 @@ from mcpgym._server import GymServer
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
-from mcpgym._cli import run
 
 __version__ = "0.1.0"
 

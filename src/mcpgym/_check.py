@@ -88,5 +88,7 @@ async def _dynamic_problems(env: type[Environment]) -> list[str]:
     if len(observations) == 2:
         first, second = (json.dumps(o, sort_keys=True) for o in observations)
         if first != second:
-            problems.append("reset(seed=0) gave different observations on two instances: seed self.rng, not global state")
+            problems.append(
+                "reset(seed=0) gave different observations on two instances: seed self.rng, not global state"
+            )
     return problems

@@ -6,10 +6,10 @@ Layer: top. Only parses arguments and calls the public API.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,6 +90,7 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
     if not args.http:
         anyio.run(server.run_stdio)
         return
+
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
@@ -129,18 +130,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="serve an Environment class over stdio or HTTP", epilog=_EPILOG,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve = sub.add_parser(
+        "serve",
+        help="serve an Environment class over stdio or HTTP",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("env", metavar="MODULE:CLASS", help="the Environment class, e.g. servers.echo:Echo")
     _add_serve_options(serve)
 
-    tools = sub.add_parser("tools", help="list a target's tools", epilog=_TARGETS,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    tools = sub.add_parser(
+        "tools", help="list a target's tools", epilog=_TARGETS, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     tools.add_argument("target", metavar="TARGET")
     tools.add_argument("--json", action="store_true", help="print the full tools/list entries as JSON")
 
-    call = sub.add_parser("call", help="start an episode and call one tool", epilog=_TARGETS,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    call = sub.add_parser(
+        "call",
+        help="start an episode and call one tool",
+        epilog=_TARGETS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     call.add_argument("target", metavar="TARGET")
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="the tool's arguments object")

@@ -23,7 +23,16 @@ from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._server import GymServer
 
-Target = type[Environment] | Environment | functools.partial[Any] | GymServer | Server[Any] | StdioServerParameters | str | Sequence[str]
+Target = (
+    type[Environment]
+    | Environment
+    | functools.partial[Any]
+    | GymServer
+    | Server[Any]
+    | StdioServerParameters
+    | str
+    | Sequence[str]
+)
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 

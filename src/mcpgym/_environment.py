@@ -89,7 +89,5 @@ def resolve_factory(env: object) -> tuple[type[Environment], Callable[[], Enviro
     `functools.partial(Subclass, ...)` (how constructor arguments are passed)."""
     cls = env.func if isinstance(env, functools.partial) else env
     if not (inspect.isclass(cls) and issubclass(cls, Environment)):
-        raise TypeError(
-            f"expected an mcpgym.Environment subclass or functools.partial(Subclass, ...), not {env!r}"
-        )
+        raise TypeError(f"expected an mcpgym.Environment subclass or functools.partial(Subclass, ...), not {env!r}")
     return cls, env  # type: ignore[return-value]

@@ -76,7 +76,7 @@ class Episode:
         self.seed = seed
         self.env.rng = random.Random(seed)
         try:
-            observation = await _run_user(self.env.reset, False, seed=seed, options=options)
+            observation = await _run_user(self.env.reset, seed=seed, options=options)
             jsonable = pydantic_core.to_jsonable_python(observation, fallback=str)
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
@@ -108,7 +108,12 @@ class Episode:
         outcome = await self.step(name, arguments)
         result = outcome.result
         meta = dict(result.meta) if result.meta else {}
-        meta[STEP_KEY] = {"reward": outcome.reward, "done": outcome.done, "truncated": outcome.truncated, "step": outcome.step}
+        meta[STEP_KEY] = {
+            "reward": outcome.reward,
+            "done": outcome.done,
+            "truncated": outcome.truncated,
+            "step": outcome.step,
+        }
         return result.model_copy(update={"meta": meta})
 
     async def step(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
@@ -133,7 +138,8 @@ class Episode:
 
     async def _advance(self, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
         if self.done:
-            return Outcome(_error("The episode is over; start a new one with reset()."), 0.0, True, self.truncated, self.step_count)
+            over = _error("The episode is over; start a new one with reset().")
+            return Outcome(over, 0.0, True, self.truncated, self.step_count)
         ledger = StepLedger()
         try:
             result = await self._invoke(spec, arguments, ledger)
@@ -171,7 +177,9 @@ class Episode:
         try:
             return spec.convert(value)
         except ValidationError as exc:
-            return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+            return _error(
+                f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}"
+            )
         except Exception as exc:
             return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 
@@ -186,7 +194,7 @@ class Episode:
             return
         with anyio.CancelScope(shield=True):
             try:
-                await _run_user(self.env.close, False)
+                await _run_user(self.env.close)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
 
@@ -200,11 +208,10 @@ async def _call_tool(spec: ToolSpec, method: Callable[..., Any], kwargs: dict[st
     return await anyio.to_thread.run_sync(functools.partial(method, **kwargs), abandon_on_cancel=True)
 
 
-async def _run_user(fn: Callable[..., Any], inline: bool, **kwargs: Any) -> Any:
+async def _run_user(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run `reset`/`close`, which authors may write sync (then: a worker thread) or async."""
     if inspect.iscoroutinefunction(fn):
         return await fn(**kwargs)
-    if inline:
-        return fn(**kwargs)
     return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
 
 

@@ -91,8 +91,12 @@ def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def health(request: Request) -> JSONResponse:
         registry = gym.registry
         return JSONResponse(
-            {"status": "ok", "environment": gym.env_cls.__name__, "episodes": len(registry),
-             "max_episodes": registry.max_episodes}
+            {
+                "status": "ok",
+                "environment": gym.env_cls.__name__,
+                "episodes": len(registry),
+                "max_episodes": registry.max_episodes,
+            }
         )
 
     return health

@@ -87,7 +87,11 @@ class EpisodeLog:
     ) -> None:
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
         self._header = {
-            "episode_id": episode_id, "environment": environment, "seed": seed, "options": options, "implicit": implicit
+            "episode_id": episode_id,
+            "environment": environment,
+            "seed": seed,
+            "options": options,
+            "implicit": implicit,
         }
 
     def reset(self, observation: Any) -> None:
@@ -106,16 +110,31 @@ class EpisodeLog:
         started: float,
     ) -> None:
         now = time.time()
-        self._write({
-            "event": "step", "tool": tool, "arguments": arguments,
-            "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
-            "reward": reward, "done": done, "truncated": truncated, "step": step,
-            "time": started, "duration": now - started,
-        })
+        self._write(
+            {
+                "event": "step",
+                "tool": tool,
+                "arguments": arguments,
+                "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "reward": reward,
+                "done": done,
+                "truncated": truncated,
+                "step": step,
+                "time": started,
+                "duration": now - started,
+            }
+        )
 
     def close(self, step_count: int, total_reward: float, done: bool, truncated: bool) -> None:
-        self._write({"event": "close", "step_count": step_count, "total_reward": total_reward,
-                     "done": done, "truncated": truncated})
+        self._write(
+            {
+                "event": "close",
+                "step_count": step_count,
+                "total_reward": total_reward,
+                "done": done,
+                "truncated": truncated,
+            }
+        )
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode
 from mcpgym._errors import INVALID_PARAMS, MCPError
+from mcpgym._http import http_app, serve_http
 from mcpgym._protocol import (
     CLOSE_METHOD,
     EPISODE_HEADER,
@@ -40,7 +41,6 @@ from mcpgym._protocol import (
     StateResult,
     is_valid_episode_id,
 )
-from mcpgym._http import http_app, serve_http
 from mcpgym._recording import Recorder
 from mcpgym._registry import EpisodeRegistry
 
@@ -197,7 +197,7 @@ def _version() -> str:
 def connection_of(ctx: Ctx) -> Connection:
     """The SDK `Connection` a request arrived on (per client on stdio and session HTTP; per
     request on the 2026-07-28 stateless wire)."""
-    return ctx.session._connection  # noqa: SLF001 - the SDK exposes no public handle to it yet
+    return ctx.session._connection
 
 
 def session_of(ctx: Ctx) -> str | None:
@@ -213,7 +213,9 @@ def episode_id_of(ctx: Ctx) -> str | None:
     if value is None:
         return None
     if not is_valid_episode_id(value):
-        raise MCPError(INVALID_PARAMS, f"Malformed episode id in _meta[{EPISODE_KEY!r}]: expected 22-128 URL-safe characters")
+        raise MCPError(
+            INVALID_PARAMS, f"Malformed episode id in _meta[{EPISODE_KEY!r}]: expected 22-128 URL-safe characters"
+        )
     assert isinstance(value, str)
     return value
 
