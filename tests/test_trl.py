@@ -471,3 +471,12 @@ def test_public_names() -> None:
         "dataset",
         "environment_class",
     ]
+
+
+def test_observation_renders_the_first_observation() -> None:
+    def prompt_only(observation: Any) -> str:
+        return str(observation["prompt"])
+
+    env = mcpgym.trl.environment_class(Echo, observation=prompt_only)()
+    assert env.reset(seed=0, options={"target": "tiger"}) == "Say the word 'tiger' using echo_message."
+    assert mcpgym.trl.environment_class(Echo, observation=lambda _: None)().reset(seed=0) is None

@@ -55,3 +55,23 @@ def test_grpo_trains_against_echo_with_rewards_from_the_environment(example: Any
     assert all(env.done for env, r in zip(trainer.environments, returns, strict=True) if r == 1.0)
     changed = [name for name, p in trainer.model.named_parameters() if not p.detach().equal(before[name])]
     assert len(changed) == len(before)
+
+
+def test_the_coding_recipe_up_to_the_model() -> None:
+    """examples/grpo_trl_coding.py without its model: one task's rollout as TRL would drive it."""
+    recipe = importlib.import_module("examples.grpo_trl_coding")
+    from servers.coding import load_tasks
+
+    Env, dataset = recipe.environment_and_dataset()
+    row = dataset[0]
+    task = load_tasks()[row["options"]["task_id"]]
+    assert set(dataset.column_names) == {"prompt", "seed", "options"}
+    env = Env()
+    first = env.reset(**row)
+    assert first is not None and first.startswith("\n\nImplement `") and task.prompt in first
+    assert env.get_reward() == 0.0
+    env.submit(code=task.prompt + (task.canonical_solution or ""))
+    assert (env.get_reward(), env.done) == (1.0, True)
+    with pytest.raises(mcpgym.trl.EpisodeOverError):
+        env.run_python(code="1")
+    env._close()

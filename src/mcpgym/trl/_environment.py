@@ -89,7 +89,7 @@ class MCPEnvironment:
             self._session = runtime.open(self._target, self._connect_options)
         first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
         self._return, self._steps, self._done, self._running = 0.0, 0, False, True
-        text = self._render(first.observation)
+        text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
 
     def get_reward(self) -> float:
