@@ -296,3 +296,15 @@ def test_degraded_isolation_still_limits_and_says_so(caplog: pytest.LogCaptureFi
     info = sandbox.protections.describe()
     assert info["network"] == "HOST NETWORK REACHABLE" and info["server_process"] == "VISIBLE"
     assert info["warnings"] and info["limits"]["timeout"] == 3.0
+
+
+@pytest.mark.anyio
+async def test_an_agent_that_never_resets_can_read_its_task() -> None:
+    """Claude Code never calls reset: get_task shows it the prompt (and never the hidden tests)."""
+    from mcp import Client
+
+    server = mcpgym.GymServer(coding())
+    async with Client(server.mcp, mode="legacy") as agent:
+        brief = await agent.call_tool("get_task", {})
+        assert brief.structured_content is not None
+        assert "def " in brief.structured_content["prompt"] and "check(" not in json.dumps(brief.structured_content)

@@ -66,12 +66,13 @@ async def test_claude_code_walkthrough(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     assert entry["args"][2:] == ["--record", str(runs / "claude"), "--tasks", str(runs / "task.jsonl")]
     task = load_tasks()["HumanEval/0"]
-    assert (tmp_path / "runs/prompt.txt").read_text().strip() == task.prompt.strip()
 
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd="/")
     async with Client(params) as agent:  # like Claude Code: no reset, the connection is the episode
+        brief = await agent.call_tool("get_task", {})
+        assert brief.structured_content is not None and brief.structured_content["prompt"] == task.prompt
         result = await agent.call_tool("submit", {"code": task.prompt + (task.canonical_solution or "")})
     assert not result.is_error
 
     scored = await anyio.run_process(["bash", "-c", score], cwd=tmp_path, env=env)
-    assert "Coding reward 1.0 ['submit']" in scored.stdout.decode()
+    assert "Coding reward 1.0 ['get_task', 'submit']" in scored.stdout.decode()

@@ -60,6 +60,14 @@ async def test_plain_agent_without_reset_gets_an_implicit_episode_with_rewards()
     assert len(server.registry) == 0 and CLOSED[""] == 1  # closing the session closed the episode once
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_over_stdio_the_process_is_the_episode_in_either_protocol(mode: str) -> None:
+    command = mcpgym._connect.command("python -m mcpgym serve tests.envs:Counter")
+    async with Client(command, mode=mode) as agent:
+        steps = [_step_meta(await agent.call_tool("add", {"n": 1}))["step"] for _ in range(3)]
+    assert steps == [1, 2, 3]
+
+
 async def test_stateless_agent_call_runs_in_a_one_call_episode() -> None:
     CLOSED.clear()
     server = mcpgym.GymServer(Counter)

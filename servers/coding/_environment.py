@@ -73,6 +73,9 @@ class Coding(mcpgym.Environment):
         uid = self.sandbox.new_uid()
         self._workspace = Workspace(uid, _READ_LIMIT)
         self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
+        return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
+
+    def _brief(self) -> dict[str, str]:
         return {
             "task_id": self.task.task_id,
             "prompt": self.task.prompt,
@@ -81,8 +84,14 @@ class Coding(mcpgym.Environment):
                 f"Implement `{self.task.entry_point}` as the prompt describes, then call submit with the complete "
                 "code (imports included). Hidden tests grade it; the episode ends on submit."
             ),
-            "sandbox": self.sandbox.protections.describe(),
         }
+
+    @mcpgym.tool
+    async def get_task(self) -> dict[str, str]:
+        """Show this episode's task: its id, the prompt to complete, the function to implement and
+        how it is graded. (An RL loop gets the same from reset; an agent that never resets, such as
+        Claude Code, reads it here.)"""
+        return self._brief()
 
     @mcpgym.tool
     async def run_python(self, code: str) -> str:

@@ -109,6 +109,7 @@ class GymServer:
             factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder, call_timeout=call_timeout
         )
         self.reveal_rewards = reveal_rewards
+        self._stdio_state: dict[str, Any] | None = None
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
@@ -152,22 +153,31 @@ class GymServer:
         return (await episode.step(params.name, params.arguments)).result
 
     async def _implicit(self, ctx: Ctx) -> Episode:
-        """The connection's own episode, for agents that never reset (closed with the connection).
+        """The caller's own episode, for agents that never reset.
 
-        On a 2026-07-28 stateless exchange the connection is the single request, so such a
-        call runs in a one-call episode.
+        A stdio server serves one client for its whole life, so there the process is the
+        episode, whichever protocol revision the client speaks. Otherwise it is the connection
+        (a session-based HTTP session; closed with it); on a 2026-07-28 stateless HTTP exchange
+        the connection is the single request, so such a call runs in a one-call episode.
         """
-        connection = connection_of(ctx)
-        lock: anyio.Lock = connection.state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
+        if self._stdio_state is not None:
+            state, cleanup = self._stdio_state, None
+        else:
+            connection = connection_of(ctx)
+            state, cleanup = connection.state, connection.exit_stack
+        lock: anyio.Lock = state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
         async with lock:
-            episode: Episode | None = connection.state.get(_IMPLICIT)
+            episode: Episode | None = state.get(_IMPLICIT)
             if episode is None or episode.closed:
                 episode = await self.registry.open_implicit()
-                connection.state[_IMPLICIT] = episode
-                connection.exit_stack.push_async_callback(self.registry.close, episode.id)
+                state[_IMPLICIT] = episode
+                if cleanup is not None:
+                    cleanup.push_async_callback(self.registry.close, episode.id)
             return episode
 
     async def run_stdio(self) -> None:
+        """Serve one client over this process's stdin/stdout (the lifespan closes its episodes)."""
+        self._stdio_state = {}
         async with stdio_server() as (read, write):
             await self.mcp.run(read, write, self.mcp.create_initialization_options())
 
