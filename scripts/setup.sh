@@ -17,7 +17,10 @@ if [ "${1:-}" = "--test" ]; then
   if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "setup: bubblewrap not installed; sandbox tests will say what they skip" >&2
   fi
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding]"
+  # torch first, pinned: 2.13.0 is the CPU wheel these machines carry; an unpinned torch
+  # (asked for by trl) would fetch a multi-GB CUDA build.
+  .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,fast]" "torch==2.13.0"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
 else

@@ -115,3 +115,23 @@ def test_connect_rejects_what_it_cannot_reach() -> None:
         mcpgym.connect(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"not an mcpgym\.Environment"):
         mcpgym.connect("json:dumps")
+
+
+@pytest.mark.anyio
+async def test_any_mcp_server_can_be_driven_without_rewards() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    plain = MCPServer("plain")
+
+    @plain.tool()
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    async with mcpgym.connect(plain) as env:
+        first = await env.reset()
+        assert first.info == {"plain_mcp_server": True}
+        result = await env.call_tool("shout", {"text": "hi"})
+        assert (result.text, result.reward, result.done) == ("HI", 0.0, False)
+        with pytest.raises(mcpgym.MCPError, match="no mcpgym control plane"):
+            await env.state()

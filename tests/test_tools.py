@@ -133,3 +133,20 @@ def test_overriding_a_tool_without_the_decorator_removes_it() -> None:
             return "child"
 
     assert list(Base.__mcpgym_tools__) == ["act"] and Child.__mcpgym_tools__ == {}
+
+
+class Renames(mcpgym.Environment):
+    @mcpgym.tool
+    async def read(self, file_path: Annotated[str, Field(alias="file-path")], schema: str = "x") -> str:
+        """A wire name that is not a Python name, and a parameter that shadows a BaseModel method."""
+        return f"{file_path}:{schema}"
+
+
+@pytest.mark.anyio
+async def test_aliased_and_shadowing_parameters_reach_the_method() -> None:
+    async with mcpgym.connect(Renames) as env:
+        await env.reset()
+        tool = (await env.list_tools())[0]
+        assert set(tool.input_schema["properties"]) == {"file-path", "schema"}
+        result = await env.call_tool("read", {"file-path": "a.txt", "schema": "y"})
+        assert result.text == "a.txt:y", result.text

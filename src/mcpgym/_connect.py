@@ -16,6 +16,7 @@ from typing import Any
 
 from mcp import StdioServerParameters
 from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
 
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
@@ -29,6 +30,7 @@ Target = (
     | functools.partial[Any]
     | GymServer
     | Server[Any]
+    | MCPServer
     | StdioServerParameters
     | str
     | Sequence[str]
@@ -54,7 +56,11 @@ def connect(
     - `"http://host:port/mcp"`: MCP streamable HTTP;
     - a command, as a string or argv list (`"python -m servers.echo"`; a leading `python` means
       this interpreter), or `StdioServerParameters`: MCP over the command's stdio;
-    - a `GymServer` or `mcp.server.Server`: MCP over the SDK's in-memory transport.
+    - a `GymServer`, or any `mcp.server.Server` / `MCPServer`: MCP over the SDK's in-memory
+      transport.
+
+    Any MCP server works, not only mcpgym ones: without the Gym control plane `reset()` starts
+    nothing on the server and steps carry no reward, but every tool is still an action.
 
     `mode`, `read_timeout` and `headers` apply to the MCP doors (`mode` as in `mcp.Client`).
     """
@@ -70,7 +76,7 @@ def connect(
         return MCPEnv(target, mode=mode, read_timeout=read_timeout, headers=headers)
     if isinstance(target, str | list | tuple):
         target = command(target)
-    if isinstance(target, StdioServerParameters | Server):
+    if isinstance(target, StdioServerParameters | Server | MCPServer):
         return MCPEnv(target, mode=mode, read_timeout=read_timeout)
     raise TypeError(f"Cannot connect to {target!r}: see mcpgym.connect's docstring for the accepted targets")
 

@@ -106,15 +106,10 @@ class Episode:
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
         outcome = await self.step(name, arguments)
-        result = outcome.result
-        meta = dict(result.meta) if result.meta else {}
-        meta[STEP_KEY] = {
-            "reward": outcome.reward,
-            "done": outcome.done,
-            "truncated": outcome.truncated,
-            "step": outcome.step,
-        }
-        return result.model_copy(update={"meta": meta})
+        result = outcome.result  # always this step's own object (see _invoke), so stamp it in place
+        step = {"reward": outcome.reward, "done": outcome.done, "truncated": outcome.truncated, "step": outcome.step}
+        result.meta = {**(result.meta or {}), STEP_KEY: step}
+        return result
 
     async def step(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
         """Run one tool call as one step. Unknown tools are protocol errors; all else is a result."""
@@ -174,6 +169,8 @@ class Episode:
             return _tool_failure(spec.name, exc)
         finally:
             self.env._mcpgym_ledger = None
+        if isinstance(value, types.CallToolResult):
+            value = value.model_copy()  # the tool may hand back an object it keeps; we stamp ours
         try:
             return spec.convert(value)
         except ValidationError as exc:

@@ -9,6 +9,8 @@ replica that holds it (rfcs/0001-protocol-mapping.md).
 from __future__ import annotations
 
 import contextlib
+import functools
+import ssl
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
@@ -19,7 +21,8 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
-from mcp_types import CONNECTION_CLOSED
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 
 from mcpgym._env import AsyncEnv
 from mcpgym._episode import Outcome
@@ -38,10 +41,16 @@ from mcpgym._protocol import (
 )
 from mcpgym._types import EpisodeState
 
-MCPTarget = str | StdioServerParameters | Server[Any]
+MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 
 # What the SDK's transports raise when the server is gone or unreachable.
 _TRANSPORT_ERRORS = (OSError, httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # One shared context: building one loads the CA bundle (~30 ms), once per env otherwise.
+    return ssl.create_default_context()
 
 
 class MCPEnv(AsyncEnv):
@@ -62,6 +71,8 @@ class MCPEnv(AsyncEnv):
         self._stack: AsyncExitStack | None = None
         self._client: Client | None = None
         self._http: httpx2.AsyncClient | None = None
+        self._plain = False
+        """The server has no mcpgym control plane (any other MCP server): tools still work."""
 
     async def _connect(self) -> None:
         with self._transport_errors("Could not connect to"):
@@ -73,7 +84,9 @@ class MCPEnv(AsyncEnv):
             if isinstance(server, str):
                 # One HTTP client per env: its headers carry this env's current episode id.
                 self._http = await stack.enter_async_context(
-                    httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+                    httpx2.AsyncClient(
+                        headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0), verify=_ssl_context()
+                    )
                 )
                 server = streamable_http_client(server, http_client=self._http)
             client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout)
@@ -117,11 +130,20 @@ class MCPEnv(AsyncEnv):
     ) -> ResetResult:
         if self._http is not None:
             self._http.headers[EPISODE_HEADER] = episode_id
-        params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
-        return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
+        if not self._plain:
+            params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
+            try:
+                return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
+            except MCPError as exc:
+                if exc.code != METHOD_NOT_FOUND:
+                    raise
+                # Not an mcpgym server: its tools are still actions, without reward or episodes.
+                self._plain = True
+        return ResetResult(observation=None, info={"plain_mcp_server": True})
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
-        result = await self.client.call_tool(name, arguments, meta=episode_meta(episode_id))
+        meta = None if self._plain else episode_meta(episode_id)
+        result = await self.client.call_tool(name, arguments, meta=meta)
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
             result = result.model_copy(update={"meta": own_meta})
@@ -140,9 +162,13 @@ class MCPEnv(AsyncEnv):
                 return tools
 
     async def _state(self, episode_id: str) -> EpisodeState:
+        if self._plain:
+            raise MCPError(METHOD_NOT_FOUND, "This MCP server has no mcpgym control plane, so it has no episode state")
         request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         return (await self.client.session.send_request(request, StateResult)).state
 
     async def _close(self, episode_id: str) -> None:
+        if self._plain:
+            return
         request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         await self.client.session.send_request(request, types.EmptyResult)

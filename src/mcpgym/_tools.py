@@ -54,7 +54,9 @@ class ToolSpec:
     inline: bool
     plain_args: frozenset[str]
     """Arguments annotated exactly `str`: the SDK's JSON pre-parse never rewrites them."""
-    aliased: bool
+    renamed: tuple[tuple[str, str], ...]
+    """(model field, method parameter) pairs where they differ: an alias such as
+    `Field(alias="file-path")` names the wire key, the method still takes `file_path`."""
     output_adapter: TypeAdapter[Any] | None
     wrapped_type: type | None
     """For `-> str`-style tools, the primitive the SDK wraps as structured `{"result": value}`."""
@@ -63,7 +65,10 @@ class ToolSpec:
         if not arguments.keys() <= self.plain_args:
             arguments = self.metadata.pre_parse_json(arguments)
         model = self.metadata.arg_model.__pydantic_validator__.validate_python(arguments)
-        return model.model_dump_one_level() if self.aliased else dict(model.__dict__)
+        kwargs = dict(model.__dict__)
+        for field, parameter in self.renamed:
+            kwargs[parameter] = kwargs.pop(field)
+        return kwargs
 
     def convert(self, value: Any) -> types.CallToolResult:
         # Fast path for the common text tool (`-> str`, or unannotated, returning a str);
@@ -170,7 +175,18 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
         is_async=inspect.iscoroutinefunction(fn),
         inline=options.inline,
         plain_args=plain,
-        aliased=any(f.alias for f in fields.values()),
+        renamed=_renamed(fn, fields),
         output_adapter=None if output is None else metadata._output_adapter(output),
         wrapped_type=wrapped,
     )
+
+
+def _renamed(fn: Callable[..., Any], fields: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Map the argument model's field names back to the method's own parameter names (the SDK
+    renames parameters that shadow BaseModel attributes to `field_<name>`, aliased `<name>`)."""
+    parameters = set(inspect.signature(fn).parameters)
+    pairs = []
+    for name, info in fields.items():
+        if name not in parameters and info.alias in parameters:
+            pairs.append((name, info.alias))
+    return tuple(pairs)
