@@ -47,7 +47,7 @@ class EnvServer:
     def __init__(self, target: str, host: str | None, options: dict[str, Any]) -> None:
         self.target, self.options = target, options
         # On a cluster the driver reaches the actor at its node's address; tests pass 127.0.0.1.
-        self.host = host or ray.util.get_node_ip_address()
+        self.host: str = host or ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self._url: str | None = None
         self._server: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
@@ -67,8 +67,9 @@ class EnvServer:
         self._server = asyncio.create_task(
             gym.serve_http(self.host, 0, on_ready=lambda base: ready.set_result(f"{base}/mcp"), **options)
         )
-        done, _ = await asyncio.wait({self._server, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if self._server in done:  # it ended before listening: raise why (port, import, …)
+        waiting: set[asyncio.Future[Any]] = {self._server, ready}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if self._server.done():  # it ended before listening: raise why (port in use, import, …)
             self._server.result()
             raise RuntimeError(f"the {self.target} server exited before listening")
         return ready.result()
