@@ -76,11 +76,16 @@ async def _load(url: str, kind: str, clients: int, seconds: float, start_at: flo
         meta = dict(ENVELOPE)
         if kind == "ours":
             meta[EPISODE_KEY] = new_episode_id()
-            reset = _request(f"{host}:{port}", parts.path, "mcpgym/reset", {"options": {"target": "zzz"}, "_meta": meta})
+            reset = _request(
+                f"{host}:{port}", parts.path, "mcpgym/reset", {"options": {"target": "zzz"}, "_meta": meta}
+            )
             assert b'"result"' in await _exchange(reader, writer, reset)
         call = _request(
-            f"{host}:{port}", parts.path, "tools/call",
-            {"name": "echo_message", "arguments": {"message": "hi"}, "_meta": meta}, name="echo_message",
+            f"{host}:{port}",
+            parts.path,
+            "tools/call",
+            {"name": "echo_message", "arguments": {"message": "hi"}, "_meta": meta},
+            name="echo_message",
         )
         await asyncio.sleep(max(0.0, start_at - time.time()))
         deadline = start_at + seconds
@@ -140,16 +145,20 @@ def main() -> None:
             rate, cpu = one_round(kind, args.clients, args.workers, args.seconds)
             results[kind].append((rate, cpu))
             print(f"  {kind}: {rate:,.0f} steps/s, server {cpu:,.0f} µs CPU/step", file=sys.stderr)
-    rate = {k: statistics.median(r for r, _ in v) for k, v in results.items()}
-    cpu = {k: statistics.median(c for _, c in v) for k, v in results.items()}
-    print(f"{args.clients} concurrent episodes, {args.workers} raw load-generator processes, "
-          f"{args.seconds:g}s x {args.rounds} rounds (median)")
+    rates = {k: statistics.median(r for r, _ in v) for k, v in results.items()}
+    cpus = {k: statistics.median(c for _, c in v) for k, v in results.items()}
+    print(
+        f"{args.clients} concurrent episodes, {args.workers} raw load-generator processes, "
+        f"{args.seconds:g}s x {args.rounds} rounds (median)"
+    )
     print("| server | steps/s | server CPU µs/step |\n|---|---:|---:|")
-    print(f"| bare SDK MCPServer (defaults: SSE) | {rate['bare']:,.0f} | {cpu['bare']:,.0f} |")
-    print(f"| mcpgym GymServer (defaults: JSON) | {rate['ours']:,.0f} | {cpu['ours']:,.0f} |")
-    ratio = rate["ours"] / rate["bare"]
-    print(f"ratio ours/bare steps/s: {ratio:.2f}x  (>= 1.0: {'PASS' if ratio >= 1 else 'FAIL'}; "
-          f">= 1.15: {'PASS' if ratio >= 1.15 else 'FAIL'});  CPU/step bare/ours: {cpu['bare'] / cpu['ours']:.2f}x")
+    print(f"| bare SDK MCPServer (defaults: SSE) | {rates['bare']:,.0f} | {cpus['bare']:,.0f} |")
+    print(f"| mcpgym GymServer (defaults: JSON) | {rates['ours']:,.0f} | {cpus['ours']:,.0f} |")
+    ratio = rates["ours"] / rates["bare"]
+    print(
+        f"ratio ours/bare steps/s: {ratio:.2f}x  (>= 1.0: {'PASS' if ratio >= 1 else 'FAIL'}; "
+        f">= 1.15: {'PASS' if ratio >= 1.15 else 'FAIL'});  CPU/step bare/ours: {cpus['bare'] / cpus['ours']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -76,12 +76,13 @@ class Coding(mcpgym.Environment):
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 
     def _brief(self) -> dict[str, str]:
+        task = self._current_task()
         return {
-            "task_id": self.task.task_id,
-            "prompt": self.task.prompt,
-            "entry_point": self.task.entry_point,
+            "task_id": task.task_id,
+            "prompt": task.prompt,
+            "entry_point": task.entry_point,
             "instructions": (
-                f"Implement `{self.task.entry_point}` as the prompt describes, then call submit with the complete "
+                f"Implement `{task.entry_point}` as the prompt describes, then call submit with the complete "
                 "code (imports included). Hidden tests grade it; the episode ends on submit."
             ),
         }
