@@ -11,6 +11,7 @@ This package never imports Ray; `mcpgym.pool.ray` does (install `mcpgym[ray]`).
 """
 
 from mcpgym.pool._env import EpisodeHandle, PoolEnv
+from mcpgym.pool._k8s import statefulset_urls
 from mcpgym.pool._replicas import Discover, Pool, Replica
 
-__all__ = ["Discover", "EpisodeHandle", "Pool", "PoolEnv", "Replica"]
+__all__ = ["Discover", "EpisodeHandle", "Pool", "PoolEnv", "Replica", "statefulset_urls"]
