@@ -239,13 +239,9 @@ async def test_concurrent_harness_episodes_over_a_pool(shared: list[Server]) -> 
     assert len(routed) == 24 and all(routed)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcpgym.connect does not accept pool targets yet (core change in rfcs/0006-scale-out.md)",
-)
 async def test_harness_rollout_takes_a_pool_as_its_target(shared: list[Server]) -> None:
     pool = Pool([s.url for s in shared])
-    trajectories = await rollout(pool, pid_policy, episodes=8, concurrency=4)  # type: ignore[arg-type]
+    trajectories = await rollout(pool, pid_policy, episodes=8, concurrency=4)
     assert [t.status for t in trajectories] == ["ok"] * 8
 
 

@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from mcp import StdioServerParameters
 from mcp.server import Server
@@ -24,8 +24,18 @@ from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._server import GymServer
 
+@runtime_checkable
+class SupportsConnect(Protocol):
+    """Anything that knows how to open an environment client for itself (e.g. `mcpgym.pool.Pool`)."""
+
+    def __mcpgym_connect__(
+        self, *, mode: str, read_timeout: float | None, headers: dict[str, str] | None
+    ) -> AsyncEnv: ...
+
+
 Target = (
-    type[Environment]
+    SupportsConnect
+    | type[Environment]
     | Environment
     | functools.partial[Any]
     | GymServer
@@ -50,6 +60,7 @@ def connect(
 
     `target` is one of:
 
+    - an object with `__mcpgym_connect__` (e.g. `mcpgym.pool.Pool`: episodes spread over replicas);
     - an `Environment` subclass or `functools.partial(Subclass, **kwargs)` (one fresh instance
       per episode), an instance (shared by its episodes), or an import path
       `"package.module:Class"`: **in-process**, no transport at all;
@@ -64,6 +75,8 @@ def connect(
 
     `mode`, `read_timeout` and `headers` apply to the MCP doors (`mode` as in `mcp.Client`).
     """
+    if isinstance(target, SupportsConnect) and not inspect.isclass(target):
+        return target.__mcpgym_connect__(mode=mode, read_timeout=read_timeout, headers=headers)
     if isinstance(target, str) and _IMPORT_PATH.match(target):
         target = load_environment(target)
     if isinstance(target, Environment | functools.partial) or (

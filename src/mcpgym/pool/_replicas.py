@@ -98,7 +98,7 @@ class Pool:
         return PoolEnv(self, **options)
 
     def __mcpgym_connect__(self, **options: Any) -> PoolEnv:
-        """What `mcpgym.connect(pool)` calls once the core accepts pool targets (rfcs/0006)."""
+        """What `mcpgym.connect(pool)` (and so `harness.rollout(pool, ...)`) calls."""
         return self.connect(**options)
 
     # -- choosing ---------------------------------------------------------------------------
