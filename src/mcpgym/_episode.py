@@ -12,6 +12,7 @@ import inspect
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -32,13 +33,59 @@ logger = logging.getLogger("mcpgym")
 
 
 class Outcome(NamedTuple):
-    """One step's result and accounting (the server stamps it into `_meta`; in-process reads it)."""
+    """One step's result and accounting (the server stamps it into `_meta`; in-process reads it).
+
+    Fields are exactly typed (a `float` reward, `bool` flags, an `int` step): `AsyncEnv` builds
+    its `StepResult` from them without re-validating."""
 
     result: types.CallToolResult
     reward: float
     done: bool
     truncated: bool
     step: int
+
+
+class Turns:
+    """Steps of one episode take turns: one at a time, in the order they arrive.
+
+    Agents may send parallel calls to one episode. A free turn is taken with one flag test (a
+    trainer awaiting one step at a time never waits, and `anyio.Lock`'s task bookkeeping costs
+    more than the rest of such a step's accounting); a caller that finds the episode busy
+    queues on an event and is handed the turn by the step before it.
+    """
+
+    __slots__ = ("_waiting", "busy")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self._waiting: deque[anyio.Event] = deque()
+
+    def take_nowait(self) -> bool:
+        """Take the turn if it is free; False if the caller must `wait()` for it."""
+        if self.busy:
+            return False
+        self.busy = True
+        return True
+
+    async def wait(self) -> None:
+        """Wait in line; returns holding the turn."""
+        handed = anyio.Event()
+        self._waiting.append(handed)
+        try:
+            await handed.wait()
+        except BaseException:  # cancelled in line: leave it, or pass on a turn handed to us
+            if handed.is_set():
+                self.release()
+            else:
+                self._waiting.remove(handed)
+            raise
+
+    def release(self) -> None:
+        """End this turn: hand it to the next caller in line (still busy), or free it."""
+        if self._waiting:
+            self._waiting.popleft().set()
+        else:
+            self.busy = False
 
 
 class Episode:
@@ -70,7 +117,7 @@ class Episode:
         self.seed: int | None = None
         self.last_active = time.monotonic()
         self.closed = False
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._turns = Turns()
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
         self.seed = seed
@@ -89,7 +136,7 @@ class Episode:
     @property
     def busy(self) -> bool:
         """A tool call is running (idle expiry leaves such an episode alone)."""
-        return self._lock.locked()
+        return self._turns.busy
 
     def state(self) -> EpisodeState:
         return EpisodeState(
@@ -116,39 +163,29 @@ class Episode:
         spec = self.tools.get(name)
         if spec is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(self.tools)}")
-        # Steps of one episode run one at a time (agents may send parallel calls). The
-        # uncontended fast path skips the scheduler round trip of `async with lock`.
+        if not self._turns.take_nowait():
+            await self._turns.wait()
         try:
-            self._lock.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._lock.acquire()
-        try:
-            started = time.time()
-            outcome = await self._advance(spec, arguments or {})
+            arguments = arguments or {}
+            started = time.time() if self._log is not None else 0.0  # wall time only for the record
+            if self.done:
+                over = _error("The episode is over; start a new one with reset().")
+                outcome = Outcome(over, 0.0, True, self.truncated, self.step_count)
+            else:
+                ledger = StepLedger()
+                try:
+                    result = await self._invoke(spec, arguments, ledger)
+                finally:
+                    self.last_active = time.monotonic()
+                outcome = self._account(result, ledger)
             if self._log is not None:
-                self._log.step(name, arguments or {}, *outcome, started=started)
+                self._log.step(name, arguments, *outcome, started=started)
             return outcome
         finally:
-            self._lock.release()
-
-    async def _advance(self, spec: ToolSpec, arguments: dict[str, Any]) -> Outcome:
-        if self.done:
-            over = _error("The episode is over; start a new one with reset().")
-            return Outcome(over, 0.0, True, self.truncated, self.step_count)
-        ledger = StepLedger()
-        try:
-            result = await self._invoke(spec, arguments, ledger)
-        finally:
-            self.last_active = time.monotonic()
-        self.step_count += 1
-        self.total_reward += ledger.reward
-        if ledger.finished:
-            self.done = True
-        elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
-            self.done = self.truncated = True
-        return Outcome(result, ledger.reward, self.done, self.truncated, self.step_count)
+            self._turns.release()
 
     async def _invoke(self, spec: ToolSpec, arguments: dict[str, Any], ledger: StepLedger) -> types.CallToolResult:
+        """Validate, call, convert: every failure becomes an `isError` result, never a raise."""
         try:
             kwargs = spec.validate(arguments)
         except ValidationError as exc:
@@ -156,29 +193,35 @@ class Episode:
         method = getattr(self.env, spec.method_name)
         self.env._mcpgym_ledger = ledger
         try:
-            if self.call_timeout is None:
-                value = await _call_tool(spec, method, kwargs)
+            if spec.is_async and self.call_timeout is None:
+                value = await method(**kwargs)  # the common case, awaited here: no helper frame
             else:
-                with anyio.move_on_after(self.call_timeout) as scope:
-                    value = await _call_tool(spec, method, kwargs)
-                if scope.cancelled_caught:
-                    return _error(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
+                value = await self._call_guarded(spec, method, kwargs)
         except MCPError:
             raise
         except Exception as exc:
             return _tool_failure(spec.name, exc)
         finally:
             self.env._mcpgym_ledger = None
-        if isinstance(value, types.CallToolResult):
-            value = value.model_copy()  # the tool may hand back an object it keeps; we stamp ours
-        try:
-            return spec.convert(value)
-        except ValidationError as exc:
-            return _error(
-                f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}"
-            )
-        except Exception as exc:
-            return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
+        return _convert(spec, value)
+
+    async def _call_guarded(self, spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """A sync tool (in a worker thread unless inline), or any tool under the call timeout."""
+        if self.call_timeout is None:
+            return await _call_tool(spec, method, kwargs)
+        with anyio.move_on_after(self.call_timeout):
+            return await _call_tool(spec, method, kwargs)
+        # Only a timeout gets here. A ToolError's message is the whole result text (_tool_failure).
+        raise ToolError(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
+
+    def _account(self, result: types.CallToolResult, ledger: StepLedger) -> Outcome:
+        self.step_count += 1
+        self.total_reward += ledger.reward
+        if ledger.finished:
+            self.done = True
+        elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
+            self.done = self.truncated = True
+        return Outcome(result, ledger.reward, self.done, self.truncated, self.step_count)
 
     async def close(self) -> None:
         """Release the environment. Idempotent; runs `env.close()` once even under cancellation."""
@@ -194,6 +237,17 @@ class Episode:
                 await _run_user(self.env.close)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
+
+
+def _convert(spec: ToolSpec, value: Any) -> types.CallToolResult:
+    if isinstance(value, types.CallToolResult):
+        value = value.model_copy()  # the tool may hand back an object it keeps; we stamp ours
+    try:
+        return spec.convert(value)
+    except ValidationError as exc:
+        return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+    except Exception as exc:
+        return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 
 
 async def _call_tool(spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

@@ -8,6 +8,7 @@ shapes are the server's own (rfcs/0002-in-process-mode.md).
 from __future__ import annotations
 
 import functools
+from collections.abc import Coroutine
 from typing import Any
 
 import mcp_types as types
@@ -49,8 +50,9 @@ class InProcessEnv(AsyncEnv):
         self._episode = episode
         return await episode.start(seed, options)
 
-    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
-        return await self._get(episode_id).step(name, arguments)
+    def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, Outcome]:
+        # The episode's own coroutine, handed back rather than awaited: one frame less per step.
+        return self._get(episode_id).step(name, arguments)
 
     async def _list_tools(self) -> list[types.Tool]:
         return list(self._tools)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast, overload
+from typing import Any, TypeVar, overload
 
 import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.tool_name_validation import validate_and_warn_tool_name
 from pydantic import TypeAdapter
+
+from mcpgym._types import trusted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,9 +34,16 @@ class ToolOptions:
     structured_output: bool | None = None
 
 
-_TEXT = types.TextContent.__pydantic_validator__
-_RESULT = types.CallToolResult.__pydantic_validator__
 _PRIMITIVES = (str, int, float, bool)
+
+
+def _defaults(cls: type[Any]) -> dict[str, Any]:
+    """Every field of an MCP type at its (immutable) default, keyed as `__dict__` keys them."""
+    return {name: info.default for name, info in cls.model_fields.items()}
+
+
+_TEXT_DEFAULTS = _defaults(types.TextContent)
+_RESULT_DEFAULTS = _defaults(types.CallToolResult)
 
 
 @dataclass(frozen=True)
@@ -60,8 +69,19 @@ class ToolSpec:
     output_adapter: TypeAdapter[Any] | None
     wrapped_type: type | None
     """For `-> str`-style tools, the primitive the SDK wraps as structured `{"result": value}`."""
+    str_params: frozenset[str] | None = None
+    """Every parameter, when each is a plain `str` (no constraint, alias, validator or rename):
+    given exactly these, each an exact `str`, the argument model returns them unchanged."""
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if arguments.keys() == self.str_params:
+            # The common text tool: the type check *is* the validation (a test pins it
+            # equal to the model's), and it costs a tenth of running the model.
+            for value in arguments.values():
+                if type(value) is not str:
+                    break
+            else:
+                return arguments
         if not arguments.keys() <= self.plain_args:
             arguments = self.metadata.pre_parse_json(arguments)
         model = self.metadata.arg_model.__pydantic_validator__.validate_python(arguments)
@@ -73,11 +93,13 @@ class ToolSpec:
     def convert(self, value: Any) -> types.CallToolResult:
         # Fast path for the common text tool (`-> str`, or unannotated, returning a str);
         # everything else takes the SDK's own conversion.
+        # A str is valid text content as it stands, so the result is built without re-validation.
         if type(value) is str and (self.output_adapter is None or self.wrapped_type is str):
-            result: dict[str, Any] = {"content": [_TEXT.validate_python({"type": "text", "text": value})]}
-            if self.output_adapter is not None:
-                result["structuredContent"] = {"result": value}
-            return cast(types.CallToolResult, _RESULT.validate_python(result))
+            text = trusted(types.TextContent, {**_TEXT_DEFAULTS, "text": value}, {"type", "text"})
+            if self.output_adapter is None:
+                return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, "content": [text]}, {"content"})
+            structured = {"content": [text], "structured_content": {"result": value}}
+            return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, **structured}, {"content", "structured_content"})
         converted = self.metadata.convert_result(value)
         if not isinstance(converted, types.CallToolResult):
             raise TypeError("returned an InputRequiredResult, which mcpgym environments do not support")
@@ -162,6 +184,7 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
     )
     fields = metadata.arg_model.model_fields
     plain = frozenset((f.alias or n) for n, f in fields.items() if f.annotation is str)
+    renamed = _renamed(fn, fields)
     output = metadata.output_model if metadata.output_schema is not None else None
     wrapped = None
     if output is not None and metadata.wrap_output:
@@ -175,10 +198,20 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
         is_async=inspect.iscoroutinefunction(fn),
         inline=options.inline,
         plain_args=plain,
-        renamed=_renamed(fn, fields),
+        renamed=renamed,
         output_adapter=None if output is None else metadata._output_adapter(output),
         wrapped_type=wrapped,
+        str_params=None if renamed else _str_params(fields),
     )
+
+
+def _str_params(fields: dict[str, Any]) -> frozenset[str] | None:
+    """All field names if every field is a bare `str` (nothing that validation could change)."""
+    for name, info in fields.items():
+        bare = info.annotation is str and not info.metadata and info.alias in (None, name)
+        if not bare or info.validation_alias not in (None, name):
+            return None
+    return frozenset(fields)
 
 
 def _renamed(fn: Callable[..., Any], fields: dict[str, Any]) -> tuple[tuple[str, str], ...]:
