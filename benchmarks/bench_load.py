@@ -13,6 +13,7 @@ episode has closed (vs. the baseline before the run).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import subprocess
@@ -21,46 +22,65 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import anyio
 import httpx2
 
-import mcpgym
+from benchmarks.bench_throughput import ENVELOPE, _exchange, _request
+from mcpgym._protocol import EPISODE_KEY, new_episode_id
 
 
 async def _client_worker(url: str, episodes: int, steps: int, sleep_ms: int, start_at: float) -> dict[str, Any]:
+    """`episodes` episodes over raw keep-alive HTTP/1.1 (one connection each): reset, hold until
+    every episode is open, `steps` steps, close. Raw requests keep the client's CPU small, so the
+    server, not this process, is what is measured."""
+    parts = urlsplit(url)
+    host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path
     latencies: list[float] = []
     failures: list[str] = []
     last_step_end = 0.0
     opened = 0
-    all_open = anyio.Event()
+    all_open = asyncio.Event()
 
     async def episode(i: int) -> None:
         nonlocal opened, last_step_end
+        counted = False
         try:
-            async with mcpgym.connect(url, mode="2026-07-28") as env:
-                await env.reset(seed=i)
-                opened += 1
-                if opened == episodes:
-                    all_open.set()
-                await all_open.wait()
-                # Wall-clock rendezvous across worker processes: every episode is open before any steps.
-                await anyio.sleep(max(0.0, start_at - time.time()))
-                for expected in range(1, steps + 1):
-                    t0 = time.perf_counter()
-                    result = await env.call_tool("wait", {"ms": sleep_ms})
-                    latencies.append(time.perf_counter() - t0)
-                    if result.is_error or result.observation.structured_content != {"result": expected}:
-                        failures.append(f"episode {i} step {expected}: {result.text[:100]}")
-                last_step_end = max(last_step_end, time.time())
-        except Exception as exc:  # a failed episode is counted and reported, never hidden
-            failures.append(f"episode {i}: {type(exc).__name__}: {exc}")
+            reader, writer = await asyncio.open_connection(host, port)
+            meta = {**ENVELOPE, EPISODE_KEY: new_episode_id()}
+            reset = _request(f"{host}:{port}", path, "mcpgym/reset", {"seed": i, "_meta": meta})
+            if b'"result"' not in await _exchange(reader, writer, reset):
+                raise RuntimeError("reset refused")
+            opened += 1
+            counted = True
             if opened + len(failures) >= episodes:
                 all_open.set()
+            await all_open.wait()
+            # Wall-clock rendezvous across worker processes: every episode is open before any steps.
+            await asyncio.sleep(max(0.0, start_at - time.time()))
+            call = _request(
+                f"{host}:{port}",
+                path,
+                "tools/call",
+                {"name": "wait", "arguments": {"ms": sleep_ms}, "_meta": meta},
+                name="wait",
+            )
+            for expected in range(1, steps + 1):
+                t0 = time.perf_counter()
+                reply = await _exchange(reader, writer, call)
+                latencies.append(time.perf_counter() - t0)
+                if f'"structuredContent":{{"result":{expected}}}'.encode() not in reply.replace(b" ", b""):
+                    failures.append(f"episode {i} step {expected}: {reply[:200]!r}")
+            last_step_end = max(last_step_end, time.time())
+            close = _request(f"{host}:{port}", path, "mcpgym/close", {"_meta": meta})
+            await _exchange(reader, writer, close)
+            writer.close()
+        except Exception as exc:  # a failed episode is counted and reported, never hidden
+            failures.append(f"episode {i}: {type(exc).__name__}: {exc}")
+            if not counted and opened + len(failures) >= episodes:
+                all_open.set()
 
-    async with anyio.create_task_group() as tg:
-        for i in range(episodes):
-            tg.start_soon(episode, i)
+    await asyncio.gather(*(episode(i) for i in range(episodes)))
     return {"latencies": latencies, "failures": failures, "last_step_end": last_step_end}
 
 
@@ -82,6 +102,16 @@ def _sampler(pid: int, health: str, stop: threading.Event, out: dict[str, int]) 
             stop.wait(0.1)
 
 
+def _wait_until_idle(health: str) -> dict[str, int]:
+    """Wait (up to 60 s) for the server to hold no episodes; returns its /healthz counters."""
+    with httpx2.Client() as http:
+        deadline = time.monotonic() + 60
+        while http.get(health).json()["episodes"] and time.monotonic() < deadline:
+            time.sleep(0.1)  # benchmark only: the server is closing the last episodes
+        reply: dict[str, int] = http.get(health).json()
+        return reply
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=2048)
@@ -92,7 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         url, n, steps, start_at = args.worker
-        result = anyio.run(_client_worker, url, int(n), int(steps), args.sleep_ms, float(start_at))
+        result = asyncio.run(_client_worker(url, int(n), int(steps), args.sleep_ms, float(start_at)))
         json.dump(result, sys.stdout)
         return
 
@@ -116,6 +146,9 @@ def main() -> None:
     url = server.stderr.readline().split(" on ")[1].strip()
     health = url.replace("/mcp", "/healthz")
     try:
+        # Warm up (lazy imports, first-request caches) so the baseline is a served server's.
+        asyncio.run(_client_worker(url, 64, 2, args.sleep_ms, time.time()))
+        blocks_before = _wait_until_idle(health)["allocated_blocks"]
         baseline = _rss_kib(server.pid)
         samples: dict[str, int] = {}
         stop = threading.Event()
@@ -123,7 +156,7 @@ def main() -> None:
         sampler.start()
         per_worker = [args.episodes // args.workers + (i < args.episodes % args.workers) for i in range(args.workers)]
         # Opening 2,048 connections takes a while on 2 cores; steps start together after that.
-        start_at = time.time() + max(5.0, args.episodes / 150)
+        start_at = time.time() + max(5.0, args.episodes / 200)
         started = time.perf_counter()
         workers = [
             subprocess.Popen(
@@ -146,11 +179,8 @@ def main() -> None:
         ]
         results = [json.loads(w.communicate()[0]) for w in workers]
         elapsed = time.perf_counter() - started
-        with httpx2.Client() as http:
-            deadline = time.monotonic() + 60
-            while http.get(health).json()["episodes"] and time.monotonic() < deadline:
-                time.sleep(0.1)  # benchmark only: wait for the server to finish closing episodes
-            left = http.get(health).json()["episodes"]
+        idle = _wait_until_idle(health)
+        left, blocks_after = idle["episodes"], idle["allocated_blocks"]
         stop.set()
         sampler.join()
         after = _rss_kib(server.pid)
@@ -180,6 +210,7 @@ def main() -> None:
         f"{samples.get('peak_rss', 0) / 1024:.0f} / {after / 1024:.0f} MiB |"
     )
     print(f"| episodes left after close | {left} |")
+    print(f"| Python heap blocks before / after (a leak grows this) | {blocks_before:,} / {blocks_after:,} |")
     for failure in failures[:10]:
         print("FAIL", failure)
 

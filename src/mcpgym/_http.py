@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hmac
 import socket
+import sys
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +98,9 @@ def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
                 "environment": gym.env_cls.__name__,
                 "episodes": len(registry),
                 "max_episodes": registry.max_episodes,
+                # Python objects alive in the server: what a leak would grow (RSS alone cannot
+                # tell a leak from memory the allocator keeps for reuse).
+                "allocated_blocks": sys.getallocatedblocks(),
             }
         )
 
@@ -107,7 +112,10 @@ async def serve_http(
 ) -> None:
     """Run `app` with uvicorn until cancelled; `on_ready(base_url)` runs once the socket listens
     (with the real port, so `port=0` picks a free one)."""
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_options)
+    # Keep-alive outlives the clients' idle expiry (httpx: 5 s), so an idle connection is always
+    # dropped by the client first and never closed under a request it is about to send.
+    options = {"log_level": "warning", "timeout_keep_alive": 65, **uvicorn_options}
+    config = uvicorn.Config(app, host=host, port=port, **options)
     server = UvicornServer(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)

@@ -7,6 +7,8 @@ state of its own.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +23,19 @@ from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
 
 EnvFactory = Callable[[], Environment]
+
+_TRIM_AFTER = 64
+"""Hand memory back to the OS when a burst of at least this many episodes has fully closed."""
+
+
+def release_memory() -> None:
+    """Collect cycles and return freed heap to the OS (glibc `malloc_trim`), so a server's RSS
+    falls back after a burst of episodes instead of staying at its peak."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to trim, and nothing is lost
 
 
 class EpisodeRegistry:
@@ -39,6 +54,7 @@ class EpisodeRegistry:
         self.max_episodes = max_episodes
         self.idle_timeout = idle_timeout
         self._episodes: dict[str, Episode] = {}
+        self._high_water = 0
 
     def __len__(self) -> int:
         return len(self._episodes)
@@ -101,6 +117,9 @@ class EpisodeRegistry:
         episode = self._episodes.pop(episode_id, None)
         if episode is not None:
             await episode.close()
+            if not self._episodes and self._high_water >= _TRIM_AFTER:
+                self._high_water = 0
+                release_memory()
 
     async def close_all(self) -> None:
         for episode_id in list(self._episodes):
@@ -138,4 +157,5 @@ class EpisodeRegistry:
             self.factory(), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
         )
         self._episodes[episode_id] = episode
+        self._high_water = max(self._high_water, len(self._episodes))
         return episode
