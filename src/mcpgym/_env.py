@@ -21,10 +21,11 @@ _ToolStep = StepResult[types.CallToolResult]
 _ALL_FIELDS = frozenset(_ToolStep.model_fields)
 
 
-def _tool_step(o: Outcome) -> StepResult[types.CallToolResult]:
+def _tool_step(outcome: Outcome) -> StepResult[types.CallToolResult]:
     """The step's `StepResult`. An `Outcome` is exactly typed, so nothing here needs validating."""
-    fields = {"observation": o.result, "reward": o.reward, "done": o.done, "truncated": o.truncated}
-    return trusted(_ToolStep, {**fields, "info": {"step": o.step}}, set(_ALL_FIELDS))
+    result, reward, done, truncated, step = outcome
+    values = {"observation": result, "reward": reward, "done": done, "truncated": truncated, "info": {"step": step}}
+    return trusted(_ToolStep, values, set(_ALL_FIELDS))
 
 
 class AsyncEnv(abc.ABC):

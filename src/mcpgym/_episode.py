@@ -45,6 +45,9 @@ class Outcome(NamedTuple):
     step: int
 
 
+_new_tuple = tuple.__new__
+
+
 class Turns:
     """Steps of one episode take turns: one at a time, in the order they arrive.
 
@@ -221,7 +224,8 @@ class Episode:
             self.done = True
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
-        return Outcome(result, ledger.reward, self.done, self.truncated, self.step_count)
+        # tuple.__new__ directly: a NamedTuple's generated __new__ adds a Python call per step.
+        return _new_tuple(Outcome, (result, ledger.reward, self.done, self.truncated, self.step_count))
 
     async def close(self) -> None:
         """Release the environment. Idempotent; runs `env.close()` once even under cancellation."""
