@@ -2,16 +2,15 @@
 
 Layer: episode-facing execution over `_process`. `Interpreter` keeps one worker alive across
 calls (variables survive, like a REPL) and replaces it when it dies, saying the state was
-lost. `grade()` runs a submission against hidden tests in a fresh, throwaway worker.
+lost. `grade()` runs a submission against hidden tests on the sandbox's grader (`_grader`).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from servers.coding._grader import grader
 from servers.coding._process import Ending, Execution, WorkerProcess
 from servers.coding._sandbox import Sandbox
 from servers.coding._tasks import Task
@@ -78,42 +77,24 @@ class Verdict:
 
 
 async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = False) -> Verdict:
-    """Run `code` against the task's hidden tests in a fresh worker; only the verdict comes back."""
-    uid = sandbox.new_uid()
-    workspace = Path(tempfile.mkdtemp(prefix="mcpgym-grade-"))
-    try:
-        if uid is not None:
-            shutil.chown(workspace, uid, uid)
-        worker = await WorkerProcess.start(sandbox, workspace, uid)
-        try:
-            request = {
-                "graded": True,
-                "code": code,
-                "tests": task.test,
-                "entry_point": task.entry_point,
-                "partial": partial,
-            }
-            execution = await worker.execute(request)
-        finally:
-            await worker.kill()
-    finally:
-        shutil.rmtree(workspace, ignore_errors=True)
-    return _verdict(execution, sandbox)
+    """Run `code` against the task's hidden tests in a fresh sandboxed process; only the verdict comes back."""
+    request = {"code": code, "tests": task.test, "entry_point": task.entry_point, "partial": partial}
+    return _verdict(await grader(sandbox).run(sandbox, request), sandbox)
 
 
-def _verdict(execution: Execution, sandbox: Sandbox) -> Verdict:
-    if execution.ending is Ending.TIMEOUT:
+def _verdict(status: str, sandbox: Sandbox) -> Verdict:
+    if status == "timeout":
         return Verdict(0.0, f"failed: timed out after {sandbox.limits.timeout:g} s")
-    if execution.ending is not Ending.DONE:
-        return Verdict(
-            0.0, "failed: the test run crashed" if execution.ending is Ending.DIED else "failed: output flood"
-        )
-    kind, _, detail = execution.status.partition(" ")
+    kind, _, detail = status.partition(" ")
     if kind == "passed":
         return Verdict(1.0, "passed: all hidden tests pass")
     if kind == "partial":
         passed, total = (int(n) for n in detail.split("/"))
+        if not 0 <= passed <= total or total == 0:
+            return Verdict(0.0, "failed: the test run crashed")  # forged by the submission: no credit
         return Verdict(
             passed / total, f"{'passed' if passed == total else 'failed'}: {passed}/{total} hidden checks pass"
         )
-    return Verdict(0.0, f"failed: the hidden tests raised {detail}")
+    if kind == "failed":
+        return Verdict(0.0, f"failed: the hidden tests raised {detail}")
+    return Verdict(0.0, "failed: the test run crashed")

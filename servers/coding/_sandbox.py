@@ -10,8 +10,9 @@ first (the first that works is used; anything missing is reported, never silentl
   the host filesystem stays readable (permissions allowing).
 - `none`: a plain child process (own session) with resource limits only.
 
-In every mode the worker applies rlimits (memory, CPU, processes, file size) before any user
-code runs and, when the server is root, drops to a uid of its own (see `_worker.py`).
+In every mode the worker (a REPL) and each grading child of the grader zygote apply rlimits
+(memory, CPU, processes, file size) before any user code runs and, when the server is root,
+drop to a uid of their own (see `_worker.py`, `_zygote.py`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
 
 SANDBOX_WORKSPACE = "/workspace"
 _SANDBOX_PYTHON = "/python"
-_WORKER = (Path(__file__).parent / "_worker.py").read_text()
+_PROGRAMS = {name: (Path(__file__).parent / f"_{name}.py").read_text() for name in ("worker", "zygote")}
 _UIDS = itertools.count()
 _UID_BASE, _UID_SPAN = 1_000_000, 1_000_000
 
@@ -107,8 +108,8 @@ class Sandbox:
         """A uid no live sandbox uses (root servers only; otherwise the server's own)."""
         return _UID_BASE + next(_UIDS) % _UID_SPAN if self.protections.own_uid else None
 
-    def command(self, workspace: Path, uid: int | None) -> list[str]:
-        """The argv that starts a worker (run it with the workspace as working directory)."""
+    def command(self, workspace: Path, uid: int | None, program: Literal["worker", "zygote"] = "worker") -> list[str]:
+        """The argv that starts a worker or a grader zygote (run it with the workspace as working directory)."""
         isolation = self.protections.isolation
         # The worker enters the workspace itself, after dropping to `uid`: the workspace is
         # 0700 and owned by that uid, so even bwrap (root without CAP_DAC_OVERRIDE) cannot.
@@ -120,18 +121,19 @@ class Sandbox:
                 if self._python_in_prefix()
                 else str(self.python)
             )
-            argv = [*self._bwrap(workspace), python]
+            # Grading children share the zygote's /tmp, so there it is read-only to them (0755, root).
+            argv = [*self._bwrap(workspace, "1777" if program == "worker" else "0755"), python]
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))
         # -S: no site-packages. Sandboxed code gets the standard library only, and the
         # interpreter starts in a fifth of the time (site processing dominates startup).
-        return [*argv, "-I", "-S", "-c", _WORKER, json.dumps(config)]
+        return [*argv, "-I", "-S", "-c", _PROGRAMS[program], json.dumps(config)]
 
     def _python_in_prefix(self) -> bool:
         return self.python.is_relative_to(self.prefix)
 
-    def _bwrap(self, workspace: Path) -> list[str]:
+    def _bwrap(self, workspace: Path, tmp_mode: str) -> list[str]:
         args = [
             "bwrap",
             "--die-with-parent",
@@ -158,7 +160,7 @@ class Sandbox:
             "--dev",
             "/dev",
             "--perms",
-            "1777",
+            tmp_mode,
             "--tmpfs",
             "/tmp",
             "--bind",

@@ -8,8 +8,8 @@ modules is in reach of user code. Started as `main(config)`; the config is JSON:
 Protocol. Requests arrive as one JSON object per line on the original stdin (moved to a
 private descriptor, so user code reading stdin gets EOF). Each names a `token`; when the
 request is done the worker writes `\\0<token> <status>\\n` to stdout, where user output
-(stdout and stderr merged) also goes. Status is `ok`, `raised <ExceptionName>`, or for
-graded runs `passed` / `failed <ExceptionName>` / `partial <passed>/<total>`.
+(stdout and stderr merged) also goes. Status is `ok` or `raised <ExceptionName>`.
+Submissions are graded elsewhere, by `_zygote.py`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ import os
 import resource
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import ast
+from typing import Any
 
 _MAIN_PID = os.getpid()
 
@@ -62,7 +59,7 @@ def _arm_cpu(seconds: int) -> None:
 
 def _run_repl(code: str, namespace: dict[str, Any]) -> str:
     """Run like an interactive prompt: the value of a final expression is printed."""
-    import ast  # not at module level: graded runs start faster without it
+    import ast  # not at module level: the worker starts faster without it
 
     try:
         tree = ast.parse(code, "<input>", "exec")
@@ -83,58 +80,13 @@ def _run_repl(code: str, namespace: dict[str, Any]) -> str:
 
 
 def _print_user_traceback(exc: BaseException) -> None:
-    import traceback  # imported on first use: it costs startup time every submission would pay
+    import traceback  # imported on first use: it costs startup time
 
     # Drop this module's frames: the agent only needs to see its own code.
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != "<input>":
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
-
-
-def _count_asserts(source: str) -> tuple[ast.Module, list[int]]:
-    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run.
-
-    Returns the rewritten tests and `[total]`; passes are tallied in `__mcpgym_passed__[0]`."""
-    import ast
-
-    tree = ast.parse(source, "<tests>")
-    total = [0]
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            body: list[ast.stmt] = []
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assert):
-                    total[0] += 1
-                    trial = ast.parse(
-                        "try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1"
-                    ).body[0]
-                    assert isinstance(trial, ast.Try)
-                    trial.body = [stmt]
-                    stmt = trial
-                body.append(stmt)
-            node.body = body
-    return ast.fix_missing_locations(tree), total
-
-
-def _run_graded(request: dict[str, Any]) -> str:
-    """Run a submission against the hidden tests; only a verdict leaves the sandbox."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
-    total = [0]
-    try:
-        tests: Any = request["tests"]
-        if request.get("partial"):
-            tests, total = _count_asserts(tests)
-        exec(compile(request["code"], "<solution>", "exec"), namespace)
-        exec(compile(tests, "<tests>", "exec"), namespace)
-        namespace["check"](namespace[request["entry_point"]])
-    except BaseException as exc:
-        name = type(exc).__name__
-        # Only builtin names leave: a solution cannot smuggle test text out in a class name.
-        return f"failed {name if getattr(builtins, name, None) is type(exc) else 'Exception'}"
-    if total[0]:
-        return f"partial {namespace['__mcpgym_passed__'][0]}/{total[0]}"
-    return "passed"
 
 
 def _flush() -> None:
@@ -158,7 +110,7 @@ def main(config: dict[str, Any]) -> None:
     for line in requests:
         request = json.loads(line)
         _arm_cpu(cpu)
-        status = _run_graded(request) if request.get("graded") else _run_repl(request["code"], namespace)
+        status = _run_repl(request["code"], namespace)
         if os.getpid() != _MAIN_PID:
             os._exit(0)  # a process user code forked ran off the end of its code: it is no REPL
         _flush()

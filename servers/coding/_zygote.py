@@ -1,0 +1,351 @@
+"""The grader that runs inside the sandbox: a zygote that forks one child per submission.
+
+Layer: sandbox side. Stdlib only, never imported by the server: its source is handed to a
+fresh interpreter (`python -I -S -c SOURCE CONFIG`) inside the same namespaces as a worker.
+Config (JSON): `{"limits": {...}, "cwd": str}`.
+
+The zygote itself runs no user code and never sees task data: a request names only a uid
+and a private directory (created by the server, 0700, owned by that uid) holding the
+submission as `request.json`. A forked child closes every descriptor but its verdict pipe,
+sends output to /dev/null, applies the rlimits, drops to the uid, enters the directory,
+reads and deletes `request.json`, runs prompt+solution+tests and writes a verdict. So a
+child finds nothing of any other submission in the memory it inherits. When the child is
+gone (or its timeout expired), a reaper with the same uid SIGKILLs everything that uid
+still runs (`kill(-1)`, repeated until none is left, so daemons and `setsid()` escapes die
+too) and removes the SysV IPC objects it created. Only then is the verdict answered.
+
+Protocol: one JSON request per line on stdin, `{"id": int, "uid": int | null, "dir": str}`;
+one answer per line on stdout, `<id> <status>`, where status is `passed`,
+`failed <BuiltinExceptionName>`, `partial <n>/<m>`, `timeout` or `crashed`. Without a uid
+per submission (`"uid": null`), a zygote gets one request and the server then kills its
+namespace, which is what kills the tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import ctypes
+import json
+import math
+import os
+import random
+import re
+import resource
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+# Imported once here so children do not pay for them (typing alone is ~10 ms with -S).
+# `random` is reseeded in every child; the zygote never runs user code, so nothing else differs.
+for _module in ("bisect", "collections", "functools", "hashlib", "heapq", "itertools", "string", "typing"):
+    __import__(_module)
+
+_VERDICT = re.compile(rb"(passed|failed [A-Za-z_]{1,64}|partial \d{1,9}/\d{1,9})")
+_VERDICT_FD = 3
+_REQUEST = "request.json"
+
+
+def _count_asserts(source: str) -> tuple[ast.Module, list[int]]:
+    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run."""
+    tree = ast.parse(source, "<tests>")
+    total = [0]
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            body: list[ast.stmt] = []
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assert):
+                    total[0] += 1
+                    trial = ast.parse(
+                        "try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1"
+                    ).body[0]
+                    assert isinstance(trial, ast.Try)
+                    trial.body = [stmt]
+                    stmt = trial
+                body.append(stmt)
+            node.body = body
+    return ast.fix_missing_locations(tree), total
+
+
+def _run_graded(request: dict[str, Any]) -> str:
+    """Run a submission against the hidden tests; only a verdict leaves the sandbox."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
+    total = [0]
+    try:
+        tests: Any = request["tests"]
+        if request.get("partial"):
+            tests, total = _count_asserts(tests)
+        exec(compile(request["code"], "<solution>", "exec"), namespace)
+        exec(compile(tests, "<tests>", "exec"), namespace)
+        namespace["check"](namespace[request["entry_point"]])
+    except BaseException as exc:
+        name = type(exc).__name__
+        # Only builtin names leave: a solution cannot smuggle test text out in a class name.
+        return f"failed {name if getattr(builtins, name, None) is type(exc) else 'Exception'}"
+    if total[0]:
+        return f"partial {namespace['__mcpgym_passed__'][0]}/{total[0]}"
+    return "passed"
+
+
+def _checked(data: bytes) -> str:
+    """The child's verdict if it is one of the fixed vocabulary (user code shares its process)."""
+    match = _VERDICT.fullmatch(data.split(b"\n")[0])
+    if match is None:
+        return "crashed"
+    verdict = match.group().decode()
+    name = verdict.removeprefix("failed ")
+    named = getattr(builtins, name, None)
+    if name != verdict and not (isinstance(named, type) and issubclass(named, BaseException)):
+        return "failed Exception"  # not a builtin name: it could carry text out
+    return verdict
+
+
+def _drop_to(uid: int | None) -> None:
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+def _child(request: dict[str, Any], verdict_fd: int, limits: dict[str, int]) -> None:
+    """In the forked child: confine, run, answer on the verdict pipe, exit. Never returns."""
+    pid = os.getpid()
+    try:
+        os.setsid()  # its own process group, which the zygote kills on a timeout
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.dup2(verdict_fd, _VERDICT_FD)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        # Nothing of the zygote (its request/answer pipes, other children's verdict pipes) stays reachable.
+        os.closerange(_VERDICT_FD + 1, 1 << 16)
+        resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"],) * 2)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"],) * 2)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"],) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        _drop_to(request["uid"])
+        os.chdir(request["dir"])
+        os.environ["TMPDIR"] = os.environ["HOME"] = request["dir"]
+        with open(_REQUEST, "rb") as body:
+            submission = json.load(body)
+        os.unlink(_REQUEST)
+        random.seed()  # imported by the zygote: every child would otherwise draw the same numbers
+        status = _run_graded(submission)
+        if os.getpid() == pid:  # not a process user code forked that ran off the end of its code
+            os.write(_VERDICT_FD, status.encode() + b"\n")
+    finally:
+        os._exit(0)
+
+
+def _sysv_ipc_of(uid: int) -> list[tuple[str, int]]:
+    """SysV IPC objects created by `uid`: they outlive their processes in the shared IPC namespace."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                header, *rows = (line.split() for line in table)
+        except OSError:
+            continue  # no SysV IPC in this kernel
+        for row in rows:
+            if int(row[header.index("cuid")]) == uid:
+                found.append((kind, int(row[1])))
+    return found
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Pids (zombies included) whose real uid is `uid`, in this pid namespace's /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status", "rb") as status:
+                    text = status.read()
+            except OSError:
+                continue  # exited while we looked
+            line = text[text.index(b"\nUid:") + 5 :].split(None, 1)[0]
+            if int(line) == uid:
+                found.append(int(name))
+    return found
+
+
+def _reap(uid: int) -> None:
+    """In a forked reaper running as `uid`: kill every process of that uid, drop its IPC objects."""
+    try:
+        _drop_to(uid)
+        me = os.getpid()
+        deadline = time.monotonic() + 5
+        # kill(-1) reaches every process this uid may signal: exactly its own (daemons and
+        # setsid() escapes included). Repeated until none is left, reaped zombies included,
+        # so the answer means the tree is gone.
+        while time.monotonic() < deadline:
+            os.kill(-1, signal.SIGKILL)
+            if _processes_of(uid) == [me]:
+                break
+            os.sched_yield()
+        libc = ctypes.CDLL(None, use_errno=True)
+        for kind, ident in _sysv_ipc_of(uid):
+            if kind == "sem":
+                libc.semctl(ident, 0, 0)  # IPC_RMID
+            else:
+                getattr(libc, f"{kind}ctl")(ident, 0, None)  # IPC_RMID
+    finally:
+        os._exit(0)
+
+
+def _kill_group(pid: int) -> None:
+    """Kill the process group a child leads (or the child, if it died before its setsid())."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            continue
+
+
+@dataclass
+class _Job:
+    """One submission: answered once its child is gone and (with a uid) its reaper is done."""
+
+    request: dict[str, Any]
+    verdict_fd: int
+    deadline: float
+    verdict: str | None = None
+    reaper: int | None = None
+    reaped: bool = False
+
+
+class Zygote:
+    """The fork server: requests in, children out, answers when a child and its uid are gone."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.limits: dict[str, int] = config["limits"]
+        self.requests = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.set_blocking(self.requests, False)
+        self.buffer = b""
+        self.children: dict[int, _Job] = {}
+        self.reapers: dict[int, _Job] = {}
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake = wake_r
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select() via the fd
+        signal.set_wakeup_fd(wake_w)
+        os.chdir(config["cwd"])
+
+    def serve(self) -> None:
+        while True:
+            ready = self._wait()
+            if self.requests in ready and not self._read_requests():
+                return  # the server closed our stdin: it is gone or done with us
+            if self.wake in ready:
+                self._drain_wakeups()
+            self._collect()
+            self._expire()
+
+    def _wait(self) -> list[int]:
+        deadline = min((job.deadline for job in self.children.values()), default=math.inf)
+        timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic())
+        return select.select([self.requests, self.wake], [], [], timeout)[0]
+
+    def _read_requests(self) -> bool:
+        try:
+            data = os.read(self.requests, 1 << 20)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            self._start(json.loads(line))
+        return True
+
+    def _start(self, request: dict[str, Any]) -> None:
+        verdict_r, verdict_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(verdict_r)
+            _child(request, verdict_w, self.limits)
+        os.close(verdict_w)
+        os.set_blocking(verdict_r, False)
+        self.children[pid] = _Job(request, verdict_r, time.monotonic() + self.limits["timeout"])
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self.wake, 4096):
+                pass
+        except BlockingIOError:
+            return
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self._child_done(pid, self.children.pop(pid), status)
+            elif pid in self.reapers:
+                job = self.reapers.pop(pid)
+                job.reaped = True
+                self._maybe_answer(job)
+            # Any other pid is an orphan of user code (the zygote is pid 1 under `unshare`): reaped.
+
+    def _child_done(self, pid: int, job: _Job, status: int) -> None:
+        try:
+            data = os.read(job.verdict_fd, 256)
+        except BlockingIOError:
+            data = b""
+        os.close(job.verdict_fd)
+        if job.verdict is None:  # not timed out
+            job.verdict = _checked(data) if status == 0 else "crashed"
+        uid = job.request["uid"]
+        if uid is None:
+            _kill_group(pid)  # what it left in its group (the server then kills the namespace)
+        elif job.reaper is None and (_processes_of(uid) or _sysv_ipc_of(uid)):
+            # Only a uid with something left needs a reaper: nothing of it can appear later.
+            self._spawn_reaper(job)
+        self._maybe_answer(job)
+
+    def _spawn_reaper(self, job: _Job) -> None:
+        # The zygote holds no CAP_KILL: only the child's own uid may kill what it left behind.
+        pid = os.fork()
+        if pid == 0:
+            _reap(job.request["uid"])
+        job.reaper = pid
+        self.reapers[pid] = job
+
+    def _maybe_answer(self, job: _Job) -> None:
+        if job.verdict is None or (job.reaper is not None and not job.reaped):
+            return
+        if any(other is job for other in self.children.values()):
+            return  # the reaper finished first; the child's exit is still to be collected
+        os.write(1, f"{job.request['id']} {job.verdict}\n".encode())
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for pid, job in self.children.items():
+            if job.verdict is None and job.deadline <= now:
+                job.verdict = "timeout"
+                job.deadline = math.inf
+                if job.request["uid"] is None:
+                    _kill_group(pid)  # same uid as the zygote; the server then kills the namespace
+                else:
+                    self._spawn_reaper(job)
+
+
+def main(config: dict[str, Any]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    Zygote(config).serve()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,131 @@
+"""servers.coding grading: the grader zygote kills whole trees, survives crashes, keeps submissions apart."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from servers.coding import Limits, Sandbox, Task
+from servers.coding._grader import grader
+from servers.coding._interpreter import Verdict, grade
+from servers.coding._process import _children
+from tests.coding.helpers import QUICK
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+ADD = Task(
+    task_id="mine/add",
+    prompt="def add(a, b):\n",
+    test="def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 5) == 5\n",
+    entry_point="add",
+)
+GOOD = "def add(a, b):\n    return a + b\n"
+SHORT = Limits(timeout=2.0, cpu_seconds=2, memory_bytes=512 << 20, max_processes=16)
+MARKER = "4242.25"  # the argument of the `sleep` processes a submission leaves behind
+PER_UID = Sandbox(QUICK).protections.own_uid
+
+
+def sleepers() -> list[int]:
+    """Host pids of `sleep MARKER` processes, wherever they were started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == f"sleep\0{MARKER}\0".encode():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # exited while we looked
+    return found
+
+
+def leave_sleepers(then: str) -> str:
+    """A solution that starts `sleep` twice, once in a new session (out of the process group)."""
+    return (
+        "import subprocess\n"
+        f"subprocess.Popen(['sleep', '{MARKER}'])\n"
+        f"subprocess.Popen(['sleep', '{MARKER}'], start_new_session=True)\n" + then
+    )
+
+
+def zygote_pid(sandbox: Sandbox) -> int:
+    """The zygote's python process, below its launchers (bwrap, its namespace init, unshare)."""
+    zygote = grader(sandbox)._zygote
+    assert zygote is not None
+    pid = zygote.process.pid
+    while Path(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()).name in ("bwrap", "unshare"):
+        pid = _children(pid)[0]
+    return pid
+
+
+async def test_timeout_and_a_finished_run_both_kill_every_process_the_submission_started() -> None:
+    sandbox = Sandbox(SHORT)
+    timed_out = await grade(sandbox, ADD, leave_sleepers("while True:\n    pass\n"))
+    assert timed_out == Verdict(0.0, "failed: timed out after 2 s")
+    assert sleepers() == []
+    passed = await grade(sandbox, ADD, leave_sleepers(GOOD))
+    assert passed.reward == 1.0
+    assert sleepers() == []  # daemons of a passing run die too, setsid() or not
+
+
+async def test_a_crashed_zygote_is_restarted_between_and_during_submissions() -> None:
+    sandbox = Sandbox(QUICK)
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
+    first = zygote_pid(sandbox)
+    os.kill(first, 9)
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0  # between submissions: a fresh zygote
+    second = zygote_pid(sandbox)
+    assert second != first
+    slow = "for _ in range(10 ** 7):\n    pass\n" + GOOD
+    results: list[Verdict] = []
+
+    async def submit() -> None:
+        results.append(await grade(sandbox, ADD, slow))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit)
+        await anyio.wait_all_tasks_blocked()  # the submission is on the zygote
+        os.kill(second, 9)
+    assert results == [Verdict(1.0, "passed: all hidden tests pass")]  # retried on a third zygote
+    assert zygote_pid(sandbox) not in (first, second)
+
+
+@pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
+async def test_a_fork_bomb_while_grading_does_not_touch_other_episodes_gradings() -> None:
+    sandbox = Sandbox(SHORT)
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    verdicts: list[Verdict] = []
+
+    async def bomber() -> None:
+        verdicts.append(await grade(sandbox, ADD, bomb))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bomber)
+        await anyio.wait_all_tasks_blocked()  # the bomb is going off in the zygote's sandbox
+        for _ in range(3):
+            assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
+    assert verdicts == [Verdict(0.0, "failed: timed out after 2 s")]
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0  # the zygote itself came through
+
+
+@pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
+async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verdict() -> None:
+    sandbox = Sandbox(QUICK)
+    # Only builtin exception names leave the sandbox, so each probe answers with one.
+    probes = {
+        "open('/tmp/note', 'w')": "PermissionError",  # /tmp is shared by the zygote's children: read-only
+        "import os\nos.listdir('..')": "PermissionError",  # other submissions' directories stay unlisted
+        "open('note', 'w').write('x')\nraise LookupError": "LookupError",  # its own directory is writable
+    }
+    for probe, raised in probes.items():
+        assert (await grade(sandbox, ADD, probe)).summary == f"failed: the hidden tests raised {raised}"
+    forged = "import os\nos.write(3, b'failed hidden_test_text\\n')\nos._exit(0)"
+    assert (await grade(sandbox, ADD, forged)) == Verdict(0.0, "failed: the hidden tests raised Exception")
