@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+import mcpgym
 from benchmarks.bench_throughput import ENVELOPE, _exchange, _request
 from mcpgym._protocol import EPISODE_KEY, new_episode_id
 
@@ -126,26 +127,10 @@ def main() -> None:
         json.dump(result, sys.stdout)
         return
 
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mcpgym",
-            "serve",
-            "tests.envs:Sleepy",
-            "--http",
-            "--port",
-            "0",
-            "--max-episodes",
-            str(args.episodes + 16),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stderr is not None
-    url = server.stderr.readline().split(" on ")[1].strip()
-    health = url.replace("/mcp", "/healthz")
-    try:
+    argv = f"python -m mcpgym serve tests.envs:Sleepy --http --port 0 --max-episodes {args.episodes + 16}"
+    with mcpgym.ServerProcess(argv) as server:
+        url = server.url
+        health = url.replace("/mcp", "/healthz")
         # Warm up (lazy imports, first-request caches) so the baseline is a served server's.
         asyncio.run(_client_worker(url, 64, 2, args.sleep_ms, time.time()))
         blocks_before = _wait_until_idle(health)["allocated_blocks"]
@@ -184,10 +169,7 @@ def main() -> None:
         stop.set()
         sampler.join()
         after = _rss_kib(server.pid)
-    finally:
-        server.kill()
-        server.wait()
-        server.stderr.close()
+        server_log = list(server.log)[1:]  # after the banner: anything the server had to say
 
     latencies = sorted(x for r in results for x in r["latencies"])
     failures = [f for r in results for f in r["failures"]]
@@ -213,6 +195,8 @@ def main() -> None:
     print(f"| Python heap blocks before / after (a leak grows this) | {blocks_before:,} / {blocks_after:,} |")
     for failure in failures[:10]:
         print("FAIL", failure)
+    if server_log:
+        print(f"server logged {len(server_log)} lines; the first ones:\n" + "".join(server_log[:20]))
 
 
 if __name__ == "__main__":

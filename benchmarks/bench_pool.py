@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,23 +33,14 @@ from mcpgym.pool import Pool
 Connect = Callable[[], mcpgym.AsyncEnv]
 
 
-def start_servers(count: int) -> list[tuple[subprocess.Popen[str], str]]:
-    argv = [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Counter", "--http", "--port", "0"]
-    procs = [subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) for _ in range(count)]
-    started = []
-    for proc in procs:
-        assert proc.stderr is not None
-        banner = proc.stderr.readline()  # printed once listening
-        started.append((proc, banner.split(" on ")[1].strip()))
-    return started
+def start_servers(count: int) -> list[mcpgym.ServerProcess]:
+    argv = "python -m mcpgym serve tests.envs:Counter --http --port 0"
+    return [mcpgym.ServerProcess(argv).start() for _ in range(count)]
 
 
-def stop(servers: list[tuple[subprocess.Popen[str], str]]) -> None:
-    for proc, _ in servers:
-        proc.kill()
-        proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+def stop(servers: list[mcpgym.ServerProcess]) -> None:
+    for server in servers:
+        server.stop()
 
 
 async def run(connect: Connect, episodes: int, steps: int, concurrency: int) -> dict[str, float]:
@@ -87,7 +76,7 @@ async def bench(args: argparse.Namespace) -> list[str]:
     rows: list[str] = []
     servers = start_servers(2)
     try:
-        urls = [url for _, url in servers]
+        urls = [server.url for server in servers]
         shape = (args.episodes, args.steps, args.concurrency)
         await run(lambda: mcpgym.connect(urls[0]), 4, 2, 2)  # warm both paths (imports, first connections)
         rows.append(row("direct, 1 server", await run(lambda: mcpgym.connect(urls[0]), *shape)))

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
-import sys
 import time
 
 import anyio
@@ -51,19 +49,9 @@ async def play(target: mcpgym.Target, episodes: int, label: str) -> None:
 
 def main(episodes: int) -> None:
     anyio.run(play, Echo, episodes, "in-process")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "servers.echo", "--http", "--port", "0"], stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stderr is not None
-        banner = server.stderr.readline()  # "serving Echo on http://127.0.0.1:PORT/mcp", once it listens
-        print(f"\nstarted: {banner.strip()}")
-        anyio.run(play, banner.split(" on ")[1].strip(), episodes, "http")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        if server.stderr is not None:
-            server.stderr.close()
+    with mcpgym.ServerProcess("python -m servers.echo --http --port 0") as server:  # stopped on exit
+        print(f"\nstarted: python -m servers.echo --http, serving on {server.url}")
+        anyio.run(play, server.url, episodes, "http")
 
 
 if __name__ == "__main__":

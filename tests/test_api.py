@@ -40,6 +40,7 @@ EXPORTED = {
     "StepRecord",
     "Trajectory",
     "read_trajectories",
+    "ServerProcess",
 }
 
 

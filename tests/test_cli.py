@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 
@@ -67,30 +65,17 @@ def test_check_command() -> None:
     assert out.returncode == 0 and "OK" in out.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_python_m_servers_echo_serves_http_on_loopback() -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "servers.echo", "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert proc.stderr is not None
-        # The banner is printed once the socket listens: reading it is the wait.
-        assert f"http://127.0.0.1:{port}/mcp" in proc.stderr.readline()
-        with mcpgym.connect_sync(f"http://127.0.0.1:{port}/mcp") as env:
+    with mcpgym.ServerProcess("python -m servers.echo --http --port 0") as server:
+        # The banner is printed once the socket listens, with the port it picked.
+        assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
+        with mcpgym.connect_sync(server.url) as env:
             env.reset(seed=0)
             assert env.call_tool("echo_message", {"message": "orbit"}).reward == 1.0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        assert proc.stderr is not None
-        proc.stderr.close()
+
+
+def test_a_server_that_cannot_start_says_why() -> None:
+    with pytest.raises(RuntimeError, match="did not start") as err:
+        with mcpgym.ServerProcess("python -m mcpgym serve no_such_module:Env --http --port 0"):
+            pass
+    assert "No module named" in str(err.value)

@@ -4,8 +4,6 @@ server keeps serving. Also the HTTP security defaults (token, DNS rebinding, bod
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,31 +49,9 @@ def test_fuzzed_arguments_never_break_an_episode(data: st.DataObject) -> None:
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mcpgym",
-            "serve",
-            "tests.envs:Counter",
-            "--http",
-            "--port",
-            "0",
-            "--max-body-bytes",
-            "65536",
-            "--token",
-            "s3cret",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    try:
-        yield proc.stderr.readline().split(" on ")[1].strip()  # printed once listening
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        proc.stderr.close()
+    argv = "python -m mcpgym serve tests.envs:Counter --http --port 0 --max-body-bytes 65536 --token s3cret"
+    with mcpgym.ServerProcess(argv) as server:
+        yield server.url
 
 
 AUTH = {"Authorization": "Bearer s3cret"}

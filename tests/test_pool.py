@@ -3,8 +3,6 @@ actors and Kubernetes pods): routing by episode, load spreading, dead and return
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter as Tally
@@ -27,32 +25,28 @@ pytestmark = pytest.mark.anyio
 class Server:
     """One `mcpgym serve tests.envs:Mortal --http` process (its `pid` tool tells who answered)."""
 
-    proc: subprocess.Popen[str]
-    url: str
+    process: mcpgym.ServerProcess
+
+    @property
+    def url(self) -> str:
+        return self.process.url
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/")[0])
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        self.process.kill()
+        self.process.stop()
 
 
 def start_servers(count: int, *extra: str, port: int = 0) -> list[Server]:
-    """Start `count` servers at once, then read each one's banner (printed once listening)."""
-    argv = [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Mortal", "--http", "--port", str(port), *extra]
-    procs = [subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) for _ in range(count)]
-    servers = []
-    for proc in procs:
-        assert proc.stderr is not None
-        banner = proc.stderr.readline()
-        assert " on http://127.0.0.1:" in banner, f"server did not start: {banner!r}"
-        servers.append(Server(proc, banner.split(" on ")[1].strip()))
-    return servers
+    argv = ["python", "-m", "mcpgym", "serve", "tests.envs:Mortal", "--http", "--port", str(port), *extra]
+    return [Server(mcpgym.ServerProcess(argv).start()) for _ in range(count)]
 
 
 @pytest.fixture
@@ -78,7 +72,7 @@ def shared() -> Iterator[list[Server]]:
 
 
 def pids(servers: list[Server]) -> dict[str, int]:
-    return {s.url: s.proc.pid for s in servers}
+    return {s.url: s.pid for s in servers}
 
 
 async def answered_by(env: mcpgym.AsyncEnv) -> int:
@@ -170,7 +164,7 @@ async def test_a_dead_replica_truncates_its_episodes_and_a_returning_one_rejoins
             assert all(r.live for r in pool.replicas)
             await doomed.reset()  # the returning replica holds 0 episodes, the other 1
             assert doomed.handle.url == back.url
-            assert await answered_by(doomed) == back.proc.pid
+            assert await answered_by(doomed) == back.pid
         finally:
             back.kill()
 

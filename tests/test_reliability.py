@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import anyio
 import httpx2
@@ -79,52 +77,38 @@ async def test_a_session_that_is_never_closed_expires() -> None:
         assert CLOSED[""] == 1 and len(gym.registry) == 0
 
 
-@pytest.mark.parametrize("door", ["stdio", "http"])
-async def test_a_killed_server_is_a_clear_error_and_a_restart_serves_again(door: str, tmp_path: object) -> None:
-    port_proc: subprocess.Popen[str] | None = None
-    if door == "stdio":
-        target: mcpgym.Target = [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Mortal"]
-    else:
-        port_proc, target = _start_http_server()
-    try:
-        with pytest.raises(mcpgym.MCPError, match=r"(Lost the connection|Connection closed)"):
-            with anyio.fail_after(20):  # a clear error, not a hang
-                async with mcpgym.connect(target) as env:
-                    await env.reset()
-                    pid = (await env.call_tool("pid")).observation.structured_content["result"]
-                    os.kill(pid, signal.SIGKILL)
-                    if port_proc is not None:
-                        port_proc.wait(timeout=10)
-                    await env.call_tool("pid")
-    finally:
-        _stop(port_proc)
-    if door == "http":
-        port_proc, target = _start_http_server()
-    try:
-        async with mcpgym.connect(target) as env:  # a restarted server serves new episodes
-            await env.reset()
-            assert not (await env.call_tool("pid")).is_error
-    finally:
-        _stop(port_proc)
+MORTAL = "python -m mcpgym serve tests.envs:Mortal"
 
 
-def _start_http_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpgym", "serve", "tests.envs:Mortal", "--http", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    banner = proc.stderr.readline()  # printed once listening
-    return proc, banner.split(" on ")[1].strip()
+async def _kill_mid_episode(target: mcpgym.Target) -> None:
+    """Start an episode, SIGKILL the server under it, then step: a clear error, never a hang."""
+    with pytest.raises(mcpgym.MCPError, match=r"(Lost the connection|Connection closed)"):
+        with anyio.fail_after(20):
+            async with mcpgym.connect(target) as env:
+                await env.reset()
+                result = await env.call_tool("pid")
+                assert result.observation.structured_content is not None
+                os.kill(result.observation.structured_content["result"], signal.SIGKILL)
+                await env.call_tool("pid")
 
 
-def _stop(proc: subprocess.Popen[str] | None) -> None:
-    if proc is not None:
-        proc.kill()
-        proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+async def _serves_new_episodes(target: mcpgym.Target) -> None:
+    async with mcpgym.connect(target) as env:
+        await env.reset()
+        assert not (await env.call_tool("pid")).is_error
+
+
+async def test_a_killed_stdio_server_is_a_clear_error_and_a_new_one_serves() -> None:
+    await _kill_mid_episode(MORTAL)
+    await _serves_new_episodes(MORTAL)
+
+
+async def test_a_killed_http_server_is_a_clear_error_and_a_restarted_one_serves() -> None:
+    with mcpgym.ServerProcess(f"{MORTAL} --http --port 0") as server:
+        await _kill_mid_episode(server.url)
+        server.process.wait(timeout=10)
+    with mcpgym.ServerProcess(f"{MORTAL} --http --port 0") as restarted:
+        await _serves_new_episodes(restarted.url)
 
 
 async def test_episodes_are_bound_to_their_http_session() -> None:

@@ -11,6 +11,7 @@ from mcpgym._connect import Target, connect, load_environment
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
+from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
@@ -33,6 +34,7 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "ServerProcess",
     "StepRecord",
     "StepResult",
     "SyncEnv",
