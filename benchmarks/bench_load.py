@@ -103,6 +103,22 @@ def _sampler(pid: int, health: str, stop: threading.Event, out: dict[str, int]) 
             stop.wait(0.1)
 
 
+def _burst(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One burst: `--workers` processes open `--episodes` episodes together, step, close."""
+    shares = [args.episodes // args.workers + (i < args.episodes % args.workers) for i in range(args.workers)]
+    # Opening 2,048 connections takes a while on 2 cores; steps start together after that.
+    start_at = time.time() + max(5.0, args.episodes / 200)
+    argv = [sys.executable, "-m", "benchmarks.bench_load", "--sleep-ms", str(args.sleep_ms), "--worker"]
+    workers = [
+        subprocess.Popen([*argv, url, str(n), str(args.steps), str(start_at)], stdout=subprocess.PIPE, text=True)
+        for n in shares
+    ]
+    results = [json.loads(w.communicate()[0]) for w in workers]
+    for result in results:
+        result["start_at"] = start_at
+    return results
+
+
 def _wait_until_idle(health: str) -> dict[str, int]:
     """Wait (up to 60 s) for the server to hold no episodes; returns its /healthz counters."""
     with httpx2.Client() as http:
@@ -119,6 +135,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--sleep-ms", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--bursts", type=int, default=2, help="repeat the whole burst (a leak grows per burst)")
     parser.add_argument("--worker", nargs=4, metavar=("URL", "N", "STEPS", "START_AT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -139,43 +156,30 @@ def main() -> None:
         stop = threading.Event()
         sampler = threading.Thread(target=_sampler, args=(server.pid, health, stop, samples))
         sampler.start()
-        per_worker = [args.episodes // args.workers + (i < args.episodes % args.workers) for i in range(args.workers)]
-        # Opening 2,048 connections takes a while on 2 cores; steps start together after that.
-        start_at = time.time() + max(5.0, args.episodes / 200)
-        started = time.perf_counter()
-        workers = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.bench_load",
-                    "--sleep-ms",
-                    str(args.sleep_ms),
-                    "--worker",
-                    url,
-                    str(n),
-                    str(args.steps),
-                    str(start_at),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
+        results: list[dict[str, Any]] = []
+        after_bursts: list[tuple[int, int]] = []  # (RSS KiB, heap blocks) once each burst closed
+        for burst in range(args.bursts):
+            started = time.perf_counter()
+            results = _burst(url, args)
+            elapsed = time.perf_counter() - started
+            idle = _wait_until_idle(health)
+            after_bursts.append((_rss_kib(server.pid), idle["allocated_blocks"]))
+            print(
+                f"  burst {burst + 1}: RSS {after_bursts[-1][0] / 1024:.0f} MiB, "
+                f"{after_bursts[-1][1]:,} heap blocks after close",
+                file=sys.stderr,
             )
-            for n in per_worker
-        ]
-        results = [json.loads(w.communicate()[0]) for w in workers]
-        elapsed = time.perf_counter() - started
-        idle = _wait_until_idle(health)
-        left, blocks_after = idle["episodes"], idle["allocated_blocks"]
+        left = idle["episodes"]
+        after = after_bursts[-1][0]
         stop.set()
         sampler.join()
-        after = _rss_kib(server.pid)
         server_log = list(server.log)[1:]  # after the banner: anything the server had to say
 
     latencies = sorted(x for r in results for x in r["latencies"])
     failures = [f for r in results for f in r["failures"]]
     expected = args.episodes * args.steps
     # Steps/s over the stepping phase: from the common start to the last step anywhere.
-    step_window = max(1e-9, max(r["last_step_end"] for r in results) - start_at)
+    step_window = max(1e-9, max(r["last_step_end"] for r in results) - results[0]["start_at"])
     print(f"episodes={args.episodes} steps/episode={args.steps} tool sleep={args.sleep_ms}ms workers={args.workers}")
     print("| metric | value |\n|---|---|")
     print(f"| peak concurrent episodes held | {samples.get('peak_episodes', 0)} |")
@@ -192,7 +196,8 @@ def main() -> None:
         f"{samples.get('peak_rss', 0) / 1024:.0f} / {after / 1024:.0f} MiB |"
     )
     print(f"| episodes left after close | {left} |")
-    print(f"| Python heap blocks before / after (a leak grows this) | {blocks_before:,} / {blocks_after:,} |")
+    bursts = " / ".join(f"{rss / 1024:.0f} MiB, {blocks:,}" for rss, blocks in after_bursts)
+    print(f"| after each burst closed: RSS, Python heap blocks (baseline {blocks_before:,}) | {bursts} |")
     for failure in failures[:10]:
         print("FAIL", failure)
     if server_log:
