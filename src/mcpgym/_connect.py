@@ -24,6 +24,7 @@ from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._server import GymServer
 
+
 @runtime_checkable
 class SupportsConnect(Protocol):
     """Anything that knows how to open an environment client for itself (e.g. `mcpgym.pool.Pool`)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hmac
 import socket
 import sys
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
