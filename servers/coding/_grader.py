@@ -108,7 +108,8 @@ class _Zygote:
             *lines, self.buffer = self.buffer.split(b"\n")
             for line in lines:
                 ident, _, status = line.decode(errors="replace").partition(" ")
-                self.answers[int(ident)] = status
+                if int(ident) in self.pending:  # else its submission was cancelled: nobody waits
+                    self.answers[int(ident)] = status
         finally:
             self.reading = False
             if self.dead:
