@@ -74,9 +74,11 @@ async def main(episodes: int, epsilon: float) -> None:
             await play(f"http://127.0.0.1:{port}/mcp", episodes, epsilon, "http")
             server.terminate()
         recorded = mcpgym.read_trajectories(records)
-        print(f"[http] the server recorded {len(recorded)} episodes: "
-              f"total reward {sum(t.total_reward for t in recorded):.1f}, "
-              f"tools {sorted({s.tool for t in recorded for s in t.steps})}")
+        print(
+            f"[http] the server recorded {len(recorded)} episodes: "
+            f"total reward {sum(t.total_reward for t in recorded):.1f}, "
+            f"tools {sorted({s.tool for t in recorded for s in t.steps})}"
+        )
 
 
 if __name__ == "__main__":

@@ -41,16 +41,26 @@ async def main(args: argparse.Namespace) -> None:
     async with endpoint(args.base_url) as base_url:
         async with harness.OpenAIPolicy(base_url, args.model, temperature=0.0, timeout=args.timeout) as policy:
             trajectories = await harness.rollout(
-                "servers.coding", policy, episodes=args.episodes, concurrency=args.concurrency,
-                options=tasks, max_turns=args.max_turns, out=args.out, progress=True,
+                "servers.coding",
+                policy,
+                episodes=args.episodes,
+                concurrency=args.concurrency,
+                options=tasks,
+                max_turns=args.max_turns,
+                out=args.out,
+                progress=True,
             )
     for t in trajectories:
         calls = [s.tool for turn in t.turns for s in turn.steps]
-        print(f"episode {t.index} {t.options and t.options['task_id']}: reward={t.reward:.1f} stop={t.stop} "
-              f"tools={calls} tokens={t.usage.total_tokens}" + (f" error={t.error}" if t.error else ""))
+        print(
+            f"episode {t.index} {t.options and t.options['task_id']}: reward={t.reward:.1f} stop={t.stop} "
+            f"tools={calls} tokens={t.usage.total_tokens}" + (f" error={t.error}" if t.error else "")
+        )
     ok = [t for t in trajectories if not t.failed]
-    print(f"mean reward {sum(t.reward for t in ok) / max(1, len(ok)):.3f}; {len(trajectories) - len(ok)} failed; "
-          f"trajectories in {args.out} (read them with harness.read_rollout)")
+    print(
+        f"mean reward {sum(t.reward for t in ok) / max(1, len(ok)):.3f}; {len(trajectories) - len(ok)} failed; "
+        f"trajectories in {args.out} (read them with harness.read_rollout)"
+    )
 
 
 if __name__ == "__main__":

@@ -48,10 +48,12 @@ class ScriptedEndpoint:
         self._seen: Counter[str] = Counter()
 
     def app(self) -> Starlette:
-        return Starlette(routes=[
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/models", self.models, methods=["GET"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in MODELS]})
@@ -82,10 +84,18 @@ def completion(model: str, messages: list[dict[str, Any]], reply: Reply) -> dict
         "id": f"chatcmpl-{len(messages)}",
         "object": "chat.completion",
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", **reply},
-                     "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt + completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", **reply},
+                "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
     }
 
 
@@ -126,7 +136,10 @@ def malformed_arguments(messages: list[dict[str, Any]]) -> Reply:
 
 
 SCRIPTS: Mapping[str, Callable[[list[dict[str, Any]]], Reply]] = {
-    "solve": solve, "flaky": solve, "unknown-tool": unknown_tool, "malformed-arguments": malformed_arguments,
+    "solve": solve,
+    "flaky": solve,
+    "unknown-tool": unknown_tool,
+    "malformed-arguments": malformed_arguments,
 }
 
 

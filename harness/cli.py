@@ -53,10 +53,14 @@ def dispatch(args: argparse.Namespace) -> None:
 
 
 def _register_rollout(sub: Any) -> None:
-    p = sub.add_parser("rollout", help="play episodes with a model behind an OpenAI-compatible endpoint",
-                       description="Run a tool-calling agent loop: the model behind --base-url plays TARGET's "
-                       "episodes; each trajectory is appended to --out as one JSON line when it finishes.",
-                       epilog=_ROLLOUT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "rollout",
+        help="play episodes with a model behind an OpenAI-compatible endpoint",
+        description="Run a tool-calling agent loop: the model behind --base-url plays TARGET's "
+        "episodes; each trajectory is appended to --out as one JSON line when it finishes.",
+        epilog=_ROLLOUT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("target", metavar="TARGET")
     p.add_argument("--model", required=True, help="model name sent to the endpoint")
     p.add_argument("--base-url", required=True, help="chat-completions base URL, e.g. http://127.0.0.1:8000/v1")
@@ -65,8 +69,12 @@ def _register_rollout(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=8, help="episodes played at once (%(default)s)")
     p.add_argument("--max-turns", type=int, default=20, help="model replies per episode before it is cut (%(default)s)")
     p.add_argument("--seed", type=int, default=None, help="episode i is reset with seed SEED+i")
-    p.add_argument("--options", default=None, metavar="JSON",
-                   help="reset options: an object for every episode, or a list cycled through by episode")
+    p.add_argument(
+        "--options",
+        default=None,
+        metavar="JSON",
+        help="reset options: an object for every episode, or a list cycled through by episode",
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None, help="completion tokens per model reply")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one model reply (%(default)s)")
@@ -79,13 +87,28 @@ def _register_rollout(sub: Any) -> None:
 
 async def _rollout(args: argparse.Namespace) -> int:
     options = _options(args.options)
-    policy = OpenAIPolicy(args.base_url, args.model, api_key=args.api_key, temperature=args.temperature,
-                          max_tokens=args.max_tokens, timeout=args.timeout, backoff=Backoff(attempts=args.retries))
+    policy = OpenAIPolicy(
+        args.base_url,
+        args.model,
+        api_key=args.api_key,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        timeout=args.timeout,
+        backoff=Backoff(attempts=args.retries),
+    )
     async with policy:
         trajectories = await rollout(
-            args.target, policy, episodes=args.episodes, concurrency=args.concurrency, max_turns=args.max_turns,
-            seed=args.seed, options=options, system_prompt=args.system or None,
-            episode_timeout=args.episode_timeout, out=args.out, progress=not args.no_progress,
+            args.target,
+            policy,
+            episodes=args.episodes,
+            concurrency=args.concurrency,
+            max_turns=args.max_turns,
+            seed=args.seed,
+            options=options,
+            system_prompt=args.system or None,
+            episode_timeout=args.episode_timeout,
+            out=args.out,
+            progress=not args.no_progress,
         )
     print(summary(trajectories, args.out), file=sys.stderr)
     # Some failed episodes are data; a run where every episode failed is a broken set-up.

@@ -177,7 +177,8 @@ def register(sub: Any) -> None:
     )
     inner = p.add_subparsers(dest="harness_command", required=True, metavar="SUBCOMMAND")
     c = inner.add_parser(
-        "config", help="print (or --write) the config block that makes a client launch or reach TARGET",
+        "config",
+        help="print (or --write) the config block that makes a client launch or reach TARGET",
         description="Print the mcpServers block that makes CLIENT launch TARGET over stdio (or reach it at --url). "
         "--write merges it into the client's config file, keeping every other entry (the old file is kept as .bak).",
         epilog="examples:\n  mcpgym harness config claude-code servers.coding --write\n"
@@ -188,8 +189,12 @@ def register(sub: Any) -> None:
     )
     c.add_argument("client", choices=CLIENTS)
     c.add_argument("target", metavar="TARGET", help="servers.coding, servers.echo:Echo, a command, or a URL")
-    c.add_argument("--server-args", default="", metavar="'FLAGS'",
-                   help="extra flags for the server command, one string: --server-args='--partial-credit'")
+    c.add_argument(
+        "--server-args",
+        default="",
+        metavar="'FLAGS'",
+        help="extra flags for the server command, one string: --server-args='--partial-credit'",
+    )
     c.add_argument("--url", default=None, help="reach a running HTTP server instead of launching one")
     c.add_argument("--name", default=None, help="the server's name in the client (default: from TARGET)")
     c.add_argument("--record", default=None, metavar="DIR", help="the server records every episode under DIR")
@@ -205,11 +210,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.write:
         print(json.dumps(block(name, entry), indent=2))
         if args.client == "claude-desktop" and (url or args.target.startswith(("http://", "https://"))):
-            print("note: Claude Desktop's config file takes stdio servers only; this entry bridges to the URL "
-                  "with `npx mcp-remote` (needs Node.js)", file=sys.stderr)
+            print(
+                "note: Claude Desktop's config file takes stdio servers only; this entry bridges to the URL "
+                "with `npx mcp-remote` (needs Node.js)",
+                file=sys.stderr,
+            )
         return 0
     path = Path(args.file) if args.file else default_file(args.client)
     backup = merge(path, name, entry)
-    print(f"wrote mcpServers[{name!r}] to {path}" + (f" (previous file kept as {backup})" if backup else ""),
-          file=sys.stderr)
+    print(
+        f"wrote mcpServers[{name!r}] to {path}" + (f" (previous file kept as {backup})" if backup else ""),
+        file=sys.stderr,
+    )
     return 0

@@ -66,12 +66,22 @@ class _Episode:
     def freeze(self, error: BaseException | None = None) -> Trajectory:
         usage = sum((t.assistant.usage for t in self.turns), Usage())
         return Trajectory(
-            index=self.index, episode_id=self.episode_id, seed=self.seed, options=self.options,
-            observation=self.observation, status="failed" if error else "ok",
-            stop="error" if error else self.stop, error=_describe(error) if error else None,
-            reward=sum(t.reward for t in self.turns), done=self.done, truncated=self.truncated,
-            turns=list(self.turns), messages=list(self.messages), usage=usage,
-            started=self.started, duration=time.time() - self.started,
+            index=self.index,
+            episode_id=self.episode_id,
+            seed=self.seed,
+            options=self.options,
+            observation=self.observation,
+            status="failed" if error else "ok",
+            stop="error" if error else self.stop,
+            error=_describe(error) if error else None,
+            reward=sum(t.reward for t in self.turns),
+            done=self.done,
+            truncated=self.truncated,
+            turns=list(self.turns),
+            messages=list(self.messages),
+            usage=usage,
+            started=self.started,
+            duration=time.time() - self.started,
         )
 
 
@@ -143,8 +153,14 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
         )
     result = await env.call_tool(call.name, call.arguments)
     return Step(
-        call_id=call.id, tool=call.name, arguments=call.arguments, output=tool_output(result.observation),
-        is_error=result.is_error, reward=result.reward, done=result.done, truncated=result.truncated,
+        call_id=call.id,
+        tool=call.name,
+        arguments=call.arguments,
+        output=tool_output(result.observation),
+        is_error=result.is_error,
+        reward=result.reward,
+        done=result.done,
+        truncated=result.truncated,
     )
 
 
@@ -184,8 +200,14 @@ async def rollout(
     `on_trajectory`. Returns all trajectories in index order, failed ones included.
     """
     run = _Run(
-        targets.resolve(env_target), policy, max_turns=max_turns, system_prompt=system_prompt,
-        timeout=episode_timeout, seed=seed, options=options, on_trajectory=on_trajectory,
+        targets.resolve(env_target),
+        policy,
+        max_turns=max_turns,
+        system_prompt=system_prompt,
+        timeout=episode_timeout,
+        seed=seed,
+        options=options,
+        on_trajectory=on_trajectory,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -247,8 +269,14 @@ class _Run:
 
     async def _episode(self, env: mcpgym.AsyncEnv, index: int) -> Trajectory:
         trajectory = await run_episode(
-            env, self.policy, index=index, seed=self._seed(index), options=self._options(index),
-            max_turns=self.max_turns, system_prompt=self.system_prompt, episode_timeout=self.timeout,
+            env,
+            self.policy,
+            index=index,
+            seed=self._seed(index),
+            options=self._options(index),
+            max_turns=self.max_turns,
+            system_prompt=self.system_prompt,
+            episode_timeout=self.timeout,
         )
         self._finish(trajectory)
         return trajectory

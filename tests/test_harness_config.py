@@ -67,7 +67,10 @@ async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_pa
     out = await anyio.run_process(argv, cwd=tmp_path)
     assert json.loads(out.stdout)["mcpServers"]["coding"] == entry  # the real command, from elsewhere
     assert entry == {
-        "type": "stdio", "command": sys.executable, "args": ["-m", "servers.coding"], "env": {"PYTHONPATH": REPO}
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "servers.coding"],
+        "env": {"PYTHONPATH": REPO},
     }
     # Launch it as a client would: that command, those args, that env, some other directory.
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path)
@@ -95,10 +98,21 @@ def test_a_url_is_reached_not_launched(printed: Printed) -> None:
 
 
 def test_record_and_server_flags_reach_the_command(tmp_path: Path, printed: Printed) -> None:
-    block = printed("claude-desktop", "servers.coding", "--record", str(tmp_path / "rec"), "--name", "he",
-                    "--server-args=--partial-credit")
+    block = printed(
+        "claude-desktop",
+        "servers.coding",
+        "--record",
+        str(tmp_path / "rec"),
+        "--name",
+        "he",
+        "--server-args=--partial-credit",
+    )
     assert block["mcpServers"]["he"]["args"] == [
-        "-m", "servers.coding", "--record", str(tmp_path / "rec"), "--partial-credit"
+        "-m",
+        "servers.coding",
+        "--record",
+        str(tmp_path / "rec"),
+        "--partial-credit",
     ]
 
 
@@ -140,7 +154,10 @@ def test_a_broken_config_file_is_left_alone(tmp_path: Path, cli: Cli) -> None:
 def test_claude_desktop_default_paths(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert config.default_file("claude-desktop").parts[-4:] == (
-        "Library", "Application Support", "Claude", "claude_desktop_config.json"
+        "Library",
+        "Application Support",
+        "Claude",
+        "claude_desktop_config.json",
     )
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setenv("APPDATA", str(tmp_path))

@@ -45,8 +45,17 @@ async def test_rollout_example_runs_its_own_scripted_endpoint(tmp_path: Path) ->
 async def test_rollout_example_against_a_given_endpoint(tmp_path: Path) -> None:
     endpoint = _scripted.ScriptedEndpoint()
     async with serve_app(endpoint.app()) as base:
-        out = await run(str(EXAMPLES / "rollout_local_endpoint.py"), "--base-url", f"{base}/v1", "--model", "solve",
-                        "--episodes", "2", "--out", str(tmp_path / "r.jsonl"))
+        out = await run(
+            str(EXAMPLES / "rollout_local_endpoint.py"),
+            "--base-url",
+            f"{base}/v1",
+            "--model",
+            "solve",
+            "--episodes",
+            "2",
+            "--out",
+            str(tmp_path / "r.jsonl"),
+        )
     assert "started the scripted endpoint" not in out and "mean reward 1.000" in out
     assert {r["model"] for r in endpoint.requests} == {"solve"} and len(endpoint.requests) == 4
 

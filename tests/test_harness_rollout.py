@@ -165,7 +165,12 @@ async def say_the_word(messages: list[Message], tools: list[ToolSpec]) -> Assist
 async def test_a_plain_async_function_is_a_policy() -> None:
     seen: list[int] = []
     trajectories = await harness.rollout(
-        Echo, say_the_word, episodes=5, concurrency=2, seed=10, system_prompt=None,
+        Echo,
+        say_the_word,
+        episodes=5,
+        concurrency=2,
+        seed=10,
+        system_prompt=None,
         on_trajectory=lambda t: seen.append(t.index),
     )
     assert [t.reward for t in trajectories] == [1.0] * 5 and sorted(seen) == [0, 1, 2, 3, 4]
@@ -207,9 +212,27 @@ async def test_the_cli_runs_a_rollout(tmp_path: Path) -> None:
     out = tmp_path / "x.jsonl"
     async with scripted() as (_, base):
         result = await anyio.run_process(
-            [sys.executable, "-m", "mcpgym", "rollout", "servers.coding", "--model", "solve", "--base-url", base,
-             "--episodes", "2", "--concurrency", "2", "--seed", "0", "--options", '{"task_id": "HumanEval/3"}',
-             "--out", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "mcpgym",
+                "rollout",
+                "servers.coding",
+                "--model",
+                "solve",
+                "--base-url",
+                base,
+                "--episodes",
+                "2",
+                "--concurrency",
+                "2",
+                "--seed",
+                "0",
+                "--options",
+                '{"task_id": "HumanEval/3"}',
+                "--out",
+                str(out),
+            ],
             check=False,
         )
     assert result.returncode == 0, result.stderr.decode()
@@ -224,9 +247,29 @@ def test_importing_mcpgym_does_not_import_the_harness() -> None:
 
 def test_public_api() -> None:
     assert sorted(harness.__all__) == sorted(
-        ["SYSTEM_PROMPT", "AssistantTurn", "Backoff", "ConfigError", "EndpointError", "EndpointTimeout",
-         "HarnessError", "Message", "OpenAIPolicy", "Policy", "Step", "ToolCall", "ToolSpec", "Trajectory",
-         "Turn", "Usage", "openai_tools", "read_rollout", "rollout", "run_episode", "tool_call"]
+        [
+            "SYSTEM_PROMPT",
+            "AssistantTurn",
+            "Backoff",
+            "ConfigError",
+            "EndpointError",
+            "EndpointTimeout",
+            "HarnessError",
+            "Message",
+            "OpenAIPolicy",
+            "Policy",
+            "Step",
+            "ToolCall",
+            "ToolSpec",
+            "Trajectory",
+            "Turn",
+            "Usage",
+            "openai_tools",
+            "read_rollout",
+            "rollout",
+            "run_episode",
+            "tool_call",
+        ]
     )
 
 

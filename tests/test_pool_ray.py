@@ -39,7 +39,10 @@ def ray_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayPool]:
             env.setenv(name, value)
         ray: Any = importlib.import_module("ray")
         ray.init(
-            num_cpus=2, include_dashboard=False, _temp_dir=str(tmp / "t"), _node_ip_address="127.0.0.1",
+            num_cpus=2,
+            include_dashboard=False,
+            _temp_dir=str(tmp / "t"),
+            _node_ip_address="127.0.0.1",
             log_to_driver=False,
         )
         assert (tmp / ".ray" / "auth_token").exists()  # not in the real home

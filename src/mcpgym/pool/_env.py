@@ -68,7 +68,11 @@ class PoolEnv(AsyncEnv):
     """
 
     def __init__(
-        self, pool: Pool, *, mode: str | None = None, read_timeout: float | None = None,
+        self,
+        pool: Pool,
+        *,
+        mode: str | None = None,
+        read_timeout: float | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.pool = pool
@@ -191,7 +195,11 @@ class PoolEnv(AsyncEnv):
         return result
 
     async def _reset_on(
-        self, replica: Replica, episode_id: str, seed: int | None, options: dict[str, Any] | None,
+        self,
+        replica: Replica,
+        episode_id: str,
+        seed: int | None,
+        options: dict[str, Any] | None,
         previous: str | None,
     ) -> ResetResult:
         link = await self._link(replica)

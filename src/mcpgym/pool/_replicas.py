@@ -142,10 +142,13 @@ class Pool:
         replica.checked = time.monotonic()
 
     def describe(self) -> str:
-        return "; ".join(
-            f"{r.url} {'live' if r.live else 'down'} ({r.episodes} episodes{', ' + r.error if r.error else ''})"
-            for r in self.replicas
-        ) or "no replicas"
+        return (
+            "; ".join(
+                f"{r.url} {'live' if r.live else 'down'} ({r.episodes} episodes{', ' + r.error if r.error else ''})"
+                for r in self.replicas
+            )
+            or "no replicas"
+        )
 
     # -- probing ----------------------------------------------------------------------------
 
