@@ -78,13 +78,19 @@ async def _dynamic_problems(env: type[Environment]) -> list[str]:
     observations: list[Any] = []
     problems: list[str] = []
     for number, instance in enumerate(instances):
-        episode = Episode(instance, f"check-{number}")
+        episode = Episode(instance, f"check-{number}", owns_env=False)  # we close it ourselves, below
         try:
             observations.append((await episode.start(seed=0, options=None)).observation)
         except MCPError as exc:
             problems.append(exc.message)
         finally:
             await episode.close()
+        try:
+            close = instance.close()
+            if inspect.isawaitable(close):
+                await close
+        except Exception as exc:
+            problems.append(f"close() raised {type(exc).__name__}: {exc}")
     if len(observations) == 2:
         first, second = (json.dumps(o, sort_keys=True) for o in observations)
         if first != second:

@@ -19,7 +19,7 @@ from mcpgym._check import check_environment
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
-from mcpgym._http import DEFAULT_MAX_BODY_BYTES
+from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
 from mcpgym._server import GymServer
 
 _TARGETS = """\
@@ -90,6 +90,13 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
     if not args.http:
         anyio.run(server.run_stdio)
         return
+
+    if args.host in WILDCARD and not args.allowed_host:
+        print(
+            f"warning: binding {args.host or 'all interfaces'}, but only loopback Host headers are accepted "
+            "(DNS-rebinding protection); add --allowed-host NAME[:PORT] for the names clients use",
+            file=sys.stderr,
+        )
 
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
@@ -211,24 +218,32 @@ async def _call(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        _serve(_load(args.env), args)  # outside the handlers below: a failure while serving keeps its traceback
+        return
     try:
         if args.command in ("rollout", "harness"):
             from harness.cli import dispatch
 
             dispatch(args)
-        elif args.command == "serve":
-            _serve(load_environment(args.env), args)
         elif args.command == "tools":
             anyio.run(_tools, args.target, args.json)
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
         elif args.command == "check":
-            problems = check_environment(load_environment(args.env), raise_on_error=False)
+            problems = check_environment(_load(args.env), raise_on_error=False)
             for problem in problems:
                 print(f"- {problem}")
             print(f"{args.env}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
             sys.exit(1 if problems else 0)
     except MCPError as exc:
-        sys.exit(f"mcpgym: the server refused the request: {exc.message}")
-    except (ImportError, AttributeError, TypeError) as exc:
+        sys.exit(f"mcpgym: {exc.message}")
+    except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
+
+
+def _load(path: str) -> type[Environment]:
+    try:
+        return load_environment(path)
+    except (ImportError, AttributeError, TypeError) as exc:
+        sys.exit(f"mcpgym: cannot load {path}: {exc}")

@@ -15,8 +15,10 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +33,14 @@ class StepLedger:
 
     reward: float = 0.0
     finished: bool = False
+    stranded: bool = False
+    """The call timed out in a worker thread that cannot be stopped: the episode must end."""
+
+
+LEDGER: contextvars.ContextVar[StepLedger | None] = contextvars.ContextVar("mcpgym_ledger", default=None)
+"""The running tool call's ledger. A context variable, not an attribute: a sync tool's worker
+thread gets a copy of the context, so a thread abandoned after a timeout can only ever write to
+its own (already accounted) ledger, never to a later step's."""
 
 
 class Environment:
@@ -49,7 +59,6 @@ class Environment:
     __mcpgym_tools__: ClassVar[dict[str, ToolSpec]] = {}
 
     rng: random.Random
-    _mcpgym_ledger: StepLedger | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -69,19 +78,29 @@ class Environment:
 
     def reward(self, value: float) -> None:
         """Add `value` to the reward of the current tool call."""
-        self._ledger().reward += float(value)
+        _ledger().reward += _finite(value)
 
     def finish(self, reward: float | None = None) -> None:
         """End the episode after the current tool call, optionally adding a final reward."""
-        ledger = self._ledger()
+        ledger = _ledger()
         ledger.finished = True
         if reward is not None:
-            ledger.reward += float(reward)
+            ledger.reward += _finite(reward)
 
-    def _ledger(self) -> StepLedger:
-        if self._mcpgym_ledger is None:
-            raise RuntimeError("reward() and finish() can only be called while one of this environment's tools runs")
-        return self._mcpgym_ledger
+
+def _ledger() -> StepLedger:
+    ledger = LEDGER.get()
+    if ledger is None:
+        raise RuntimeError("reward() and finish() can only be called while one of this environment's tools runs")
+    return ledger
+
+
+def _finite(value: float) -> float:
+    # JSON has no NaN or infinity: such a reward could not travel, so it is refused where it is made.
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"a reward must be a finite number, not {number}")
+    return number
 
 
 def resolve_factory(env: object) -> tuple[type[Environment], Callable[[], Environment]]:

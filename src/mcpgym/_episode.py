@@ -22,7 +22,7 @@ import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from mcpgym._environment import Environment, StepLedger
+from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._protocol import STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
@@ -127,7 +127,7 @@ class Episode:
         self.env.rng = random.Random(seed)
         try:
             observation = await _run_user(self.env.reset, seed=seed, options=options)
-            jsonable = pydantic_core.to_jsonable_python(observation, fallback=str)
+            jsonable = pydantic_core.to_jsonable_python(observation)  # raises on what JSON cannot carry
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
@@ -142,6 +142,10 @@ class Episode:
         return self._turns.busy
 
     def state(self) -> EpisodeState:
+        try:
+            info = pydantic_core.to_jsonable_python(self.env.state_info())
+        except Exception as exc:
+            raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.state_info raised {_describe(exc)}") from exc
         return EpisodeState(
             episode_id=self.id,
             environment=type(self.env).__name__,
@@ -150,7 +154,7 @@ class Episode:
             done=self.done,
             truncated=self.truncated,
             seed=self.seed,
-            info=pydantic_core.to_jsonable_python(self.env.state_info(), fallback=str),
+            info=info,
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -165,10 +169,12 @@ class Episode:
         """Run one tool call as one step. Unknown tools are protocol errors; all else is a result."""
         spec = self.tools.get(name)
         if spec is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(self.tools)}")
+            raise unknown_tool(name, self.tools)
         if not self._turns.take_nowait():
             await self._turns.wait()
         try:
+            if self.closed:  # closed while this call waited its turn
+                raise unknown_episode()
             arguments = arguments or {}
             started = time.time() if self._log is not None else 0.0  # wall time only for the record
             if self.done:
@@ -194,7 +200,7 @@ class Episode:
         except ValidationError as exc:
             return _error(f"Invalid arguments for tool {spec.name!r}: {_summarise(exc)}")
         method = getattr(self.env, spec.method_name)
-        self.env._mcpgym_ledger = ledger
+        token = LEDGER.set(ledger)
         try:
             if spec.is_async and self.call_timeout is None:
                 value = await method(**kwargs)  # the common case, awaited here: no helper frame
@@ -205,7 +211,7 @@ class Episode:
         except Exception as exc:
             return _tool_failure(spec.name, exc)
         finally:
-            self.env._mcpgym_ledger = None
+            LEDGER.reset(token)
         return _convert(spec, value)
 
     async def _call_guarded(self, spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -215,12 +221,24 @@ class Episode:
         with anyio.move_on_after(self.call_timeout):
             return await _call_tool(spec, method, kwargs)
         # Only a timeout gets here. A ToolError's message is the whole result text (_tool_failure).
-        raise ToolError(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
+        if spec.is_async or spec.inline:
+            raise ToolError(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
+        # A worker thread cannot be stopped: it still runs. Ending the episode is the only way to
+        # keep it from overlapping the next step on the same environment.
+        ledger = LEDGER.get()
+        assert ledger is not None
+        ledger.stranded = True
+        raise ToolError(
+            f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; its worker thread cannot be stopped, "
+            "so the episode ends"
+        )
 
     def _account(self, result: types.CallToolResult, ledger: StepLedger) -> Outcome:
         self.step_count += 1
         self.total_reward += ledger.reward
-        if ledger.finished:
+        if ledger.stranded:
+            self.done = self.truncated = True
+        elif ledger.finished:
             self.done = True
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
@@ -228,19 +246,56 @@ class Episode:
         return _new_tuple(Outcome, (result, ledger.reward, self.done, self.truncated, self.step_count))
 
     async def close(self) -> None:
-        """Release the environment. Idempotent; runs `env.close()` once even under cancellation."""
+        """Release the environment: idempotent; `env.close()` runs once, after a running step
+        ends (waiting at most the call timeout), and even under cancellation. Steps still
+        queued get the unknown-episode error."""
         if self.closed:
             return
         self.closed = True
-        if self._log is not None:
-            self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
-        if not self.owns_env:
-            return
         with anyio.CancelScope(shield=True):
+            waited = False
+            with anyio.move_on_after(self.call_timeout or _CLOSE_WAIT):
+                if not self._turns.take_nowait():
+                    await self._turns.wait()
+                waited = True
             try:
-                await _run_user(self.env.close)
+                if self._log is not None:
+                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
+                if self.owns_env:
+                    with anyio.move_on_after(_CLOSE_WAIT):
+                        await _run_user(self.env.close)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
+            finally:
+                if waited:
+                    self._turns.release()
+
+
+_CLOSE_WAIT = 30.0
+"""Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""
+
+
+def build(factory: Callable[[], Environment]) -> Environment:
+    """A new instance for an episode; a constructor that fails is an internal error, said plainly."""
+    try:
+        return factory()
+    except Exception as exc:
+        raise MCPError(INTERNAL_ERROR, f"Building the environment failed: {_describe(exc)}") from exc
+
+
+def unknown_tool(name: str, tools: dict[str, ToolSpec]) -> MCPError:
+    """A protocol error, as the spec lists unknown tools (rfcs/0001)."""
+    return MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(tools)}")
+
+
+def unknown_episode() -> MCPError:
+    """The one error for an episode id this caller cannot use (closed, expired, another
+    session's, never reset): the same words whatever the reason, so a guess learns nothing."""
+    return MCPError(
+        INVALID_PARAMS,
+        "Unknown episode: it was closed, expired after the idle timeout, or never reset on this "
+        "server. Call reset() to start a new episode.",
+    )
 
 
 def _convert(spec: ToolSpec, value: Any) -> types.CallToolResult:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from mcpgym._server import GymServer
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARD = ("0.0.0.0", "::", "")
 HEALTH_PATH = "/healthz"
 
 
@@ -65,16 +67,18 @@ def http_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
 ) -> ASGIApp:
-    """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer."""
-    security = None
-    if allowed_hosts:
-        loopback = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-        hosts = [*loopback, *allowed_hosts]
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=hosts,
-            allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
-        )
+    """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
+
+    DNS-rebinding protection is always on: the Host (and any Origin) must be a loopback name,
+    the address bound (when it is a specific one), or one of `allowed_hosts`."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
+    if host not in (*LOOPBACK, *WILDCARD):
+        hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
+    )
     app: Starlette = gym.mcp.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
@@ -113,15 +117,27 @@ async def serve_http(
     (with the real port, so `port=0` picks a free one)."""
     # Keep-alive outlives the clients' idle expiry (httpx: 5 s), so an idle connection is always
     # dropped by the client first and never closed under a request it is about to send.
-    options = {"log_level": "warning", "timeout_keep_alive": 65, **uvicorn_options}
+    options = {"log_level": "warning", "timeout_keep_alive": 65, "timeout_graceful_shutdown": 30, **uvicorn_options}
     config = uvicorn.Config(app, host=host, port=port, **options)
     server = UvicornServer(config)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        await server.ready.wait()
-        if on_ready is not None:
-            bound = server.servers[0].sockets[0].getsockname()[1]
-            on_ready(f"http://{host}:{bound}")
+
+        async def run() -> None:
+            # Shielded: cancelling serve_http asks uvicorn to shut down (its lifespan shutdown
+            # closes every episode) rather than tearing it down mid-request.
+            with anyio.CancelScope(shield=True):
+                await server.serve()
+            tg.cancel_scope.cancel()  # it stopped by itself (e.g. SIGTERM): stop waiting too
+
+        tg.start_soon(run)
+        try:
+            await server.ready.wait()
+            if on_ready is not None:
+                bound = server.servers[0].sockets[0].getsockname()[1]
+                on_ready(f"http://{host}:{bound}")
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
 
 
 class UvicornServer(uvicorn.Server):

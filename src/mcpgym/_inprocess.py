@@ -15,8 +15,7 @@ import mcp_types as types
 
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment, resolve_factory
-from mcpgym._episode import Episode, Outcome
-from mcpgym._errors import INVALID_PARAMS, MCPError
+from mcpgym._episode import Episode, Outcome, build, unknown_episode
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState
 
@@ -33,22 +32,28 @@ class InProcessEnv(AsyncEnv):
             self.env_cls, self._factory = resolve_factory(env)
         self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
         self._episode: Episode | None = None
+        # The shared instance is closed once, when the client closes (however often that is asked).
+        self._closer = Episode(self._shared, "-") if self._shared is not None else None
 
     async def _connect(self) -> None:
         pass
 
     async def _disconnect(self) -> None:
-        if self._shared is not None:
-            await Episode(self._shared, "-").close()  # the shared instance's one close()
+        if self._closer is not None:
+            await self._closer.close()
 
     async def _reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         await self._drop_episode()
-        env = self._shared if self._shared is not None else self._factory()
+        env = self._shared if self._shared is not None else build(self._factory)
         episode = Episode(env, episode_id, owns_env=self._shared is None)
         self._episode = episode
-        return await episode.start(seed, options)
+        try:
+            return await episode.start(seed, options)
+        except BaseException:
+            await self._drop_episode()  # as the server does: a failed reset leaves nothing open
+            raise
 
     def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, Outcome]:
         # The episode's own coroutine, handed back rather than awaited: one frame less per step.
@@ -71,5 +76,5 @@ class InProcessEnv(AsyncEnv):
 
     def _get(self, episode_id: str) -> Episode:
         if self._episode is None or self._episode.id != episode_id:
-            raise MCPError(INVALID_PARAMS, "Unknown episode: it was closed. Call reset() to start a new episode.")
+            raise unknown_episode()
         return self._episode

@@ -47,6 +47,13 @@ MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 _TRANSPORT_ERRORS = (OSError, httpx2.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
+def _first_leaf(error: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     # One shared context: building one loads the CA bundle (~30 ms), once per env otherwise.
@@ -105,8 +112,8 @@ class MCPEnv(AsyncEnv):
         """Turn the SDK's transport failures (a task group's exception group) into one MCPError."""
         try:
             yield
-        except* _TRANSPORT_ERRORS as group:
-            cause = group.exceptions[0]
+        except* (MCPError, *_TRANSPORT_ERRORS) as group:
+            cause = _first_leaf(group)
             raise MCPError(
                 CONNECTION_CLOSED, f"{what} the environment server {self._describe()}: {type(cause).__name__}: {cause}"
             ) from group
@@ -135,6 +142,8 @@ class MCPEnv(AsyncEnv):
             try:
                 return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
             except MCPError as exc:
+                if self._http is not None and previous is not None:
+                    self._http.headers[EPISODE_HEADER] = previous  # the header names the live episode again
                 if exc.code != METHOD_NOT_FOUND:
                     raise
                 # Not an mcpgym server: its tools are still actions, without reward or episodes.

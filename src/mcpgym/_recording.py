@@ -72,7 +72,14 @@ class Recorder:
     def open(
         self, episode_id: str, environment: str, seed: int | None, options: dict[str, Any] | None, implicit: bool
     ) -> EpisodeLog:
-        return EpisodeLog(self.directory / f"{episode_id}.jsonl", episode_id, environment, seed, options, implicit)
+        # A reset that reuses a live id (a client retrying) is a new episode: a new file, never
+        # appended to the last one's.
+        path = self.directory / f"{episode_id}.jsonl"
+        retry = 1
+        while path.exists():
+            path = self.directory / f"{episode_id}.{retry}.jsonl"
+            retry += 1
+        return EpisodeLog(path, episode_id, environment, seed, options, implicit)
 
 
 class EpisodeLog:

@@ -17,7 +17,7 @@ from typing import Any, overload
 import anyio
 
 from mcpgym._environment import Environment
-from mcpgym._episode import Episode, logger
+from mcpgym._episode import Episode, build, logger, unknown_episode
 from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
 from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
@@ -70,15 +70,25 @@ class EpisodeRegistry:
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
         episode to a transport session so no other session can drive it."""
-        for old in (previous, episode_id):
-            if old is not None and self.get(old, owner, missing_ok=True) is not None:
-                await self.close(old)
-        episode = self._admit(episode_id)
-        episode.owner = owner
+        # Claim the id before any await: concurrent resets of one id then each replace the
+        # instance before them, and every instance they made is closed.
+        replaced = self._episodes.get(episode_id)
+        if replaced is not None and replaced.owner not in (None, owner):
+            raise MCPError(INVALID_PARAMS, "That episode id is taken: mint a fresh one for a new episode.")
+        self._episodes.pop(episode_id, None)
+        retired = [replaced]
+        try:
+            episode = self._admit(episode_id, owner=owner)
+        finally:
+            if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
+                retired.append(self._episodes.pop(previous))
+            for old in retired:
+                if old is not None:
+                    await old.close()
         try:
             return await episode.start(seed, options)
         except BaseException:
-            await self.close(episode_id)
+            await self._retire(episode)
             raise
 
     @overload
@@ -86,55 +96,61 @@ class EpisodeRegistry:
     @overload
     def get(self, episode_id: str, owner: str | None = None, *, missing_ok: bool) -> Episode | None: ...
     def get(self, episode_id: str, owner: str | None = None, *, missing_ok: bool = False) -> Episode | None:
-        """The live episode `episode_id`. One bound to another session is reported exactly like a
+        """The live episode `episode_id`. One bound to another session is treated exactly like a
         missing one, so a guess learns nothing."""
         episode = self._episodes.get(episode_id)
-        if episode is not None and episode.owner is not None and episode.owner != owner:
+        if episode is not None and episode.owner not in (None, owner):
             episode = None
-            missing_ok = False
-        if episode is None and missing_ok and episode_id not in self._episodes:
-            return None
-        if episode is None:
-            raise MCPError(
-                INVALID_PARAMS,
-                "Unknown episode: it was closed, expired after the idle timeout, or never reset on this "
-                "server. Call reset() to start a new episode.",
-            )
+        if episode is None and not missing_ok:
+            raise unknown_episode()
         return episode
 
     async def open_implicit(self) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent)."""
-        episode_id = new_episode_id()
-        episode = self._admit(episode_id, implicit=True)
+        episode = self._admit(new_episode_id(), implicit=True)
         try:
             await episode.start(None, None)
         except BaseException:
-            await self.close(episode_id)
+            await self._retire(episode)
             raise
         return episode
 
-    async def close(self, episode_id: str) -> None:
-        episode = self._episodes.pop(episode_id, None)
+    async def close(self, episode_id: str, owner: str | None = None) -> None:
+        """Close `episode_id` if it is live and this caller's (else: nothing to do)."""
+        episode = self.get(episode_id, owner, missing_ok=True)
         if episode is not None:
-            await episode.close()
-            if not self._episodes and self._high_water >= _TRIM_AFTER:
-                self._high_water = 0
-                release_memory()
+            await self._retire(episode)
 
     async def close_all(self) -> None:
-        for episode_id in list(self._episodes):
-            await self.close(episode_id)
+        async with anyio.create_task_group() as tg:
+            for episode in list(self._episodes.values()):
+                tg.start_soon(self._retire, episode)
 
     async def expire_idle(self, now: float | None = None) -> int:
-        """Close every episode idle for longer than `idle_timeout`; returns how many."""
+        """Close every explicit episode idle for longer than `idle_timeout`; returns how many.
+
+        Implicit episodes (agents that never reset) live as long as their connection or stdio
+        process instead: expiring one would silently hand the agent a fresh episode."""
         if self.idle_timeout is None:
             return 0
         cutoff = (time.monotonic() if now is None else now) - self.idle_timeout
-        stale = [eid for eid, ep in self._episodes.items() if ep.last_active < cutoff and not ep.busy]
-        for episode_id in stale:
-            logger.info("episode %s expired after %.0fs idle", episode_id, self.idle_timeout)
-            await self.close(episode_id)
-        return len(stale)
+        expired = 0
+        for episode in list(self._episodes.values()):
+            # Checked at the moment of closing: an earlier close may have let this one get busy.
+            if episode.implicit or episode.busy or episode.last_active >= cutoff:
+                continue
+            logger.info("episode %s expired after %.0fs idle", episode.id, self.idle_timeout)
+            await self._retire(episode)
+            expired += 1
+        return expired
+
+    async def _retire(self, episode: Episode) -> None:
+        if self._episodes.get(episode.id) is episode:
+            del self._episodes[episode.id]
+        await episode.close()
+        if not self._episodes and self._high_water >= _TRIM_AFTER:
+            self._high_water = 0
+            await anyio.to_thread.run_sync(release_memory)  # a full collection: off the event loop
 
     async def run_expiry(self) -> None:
         """Expire idle episodes until cancelled (run inside the server's task group)."""
@@ -145,7 +161,7 @@ class EpisodeRegistry:
             await anyio.sleep(period)
             await self.expire_idle()
 
-    def _admit(self, episode_id: str, *, implicit: bool = False) -> Episode:
+    def _admit(self, episode_id: str, *, implicit: bool = False, owner: str | None = None) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
@@ -154,8 +170,9 @@ class EpisodeRegistry:
                 "Close finished episodes or retry later.",
             )
         episode = Episode(
-            self.factory(), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
+            build(self.factory), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
         )
+        episode.owner = owner
         self._episodes[episode_id] = episode
         self._high_water = max(self._high_water, len(self._episodes))
         return episode

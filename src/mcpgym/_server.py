@@ -25,7 +25,7 @@ from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
 from mcpgym._environment import Environment, resolve_factory
-from mcpgym._episode import Episode
+from mcpgym._episode import Episode, unknown_tool
 from mcpgym._errors import INVALID_PARAMS, MCPError
 from mcpgym._http import http_app, serve_http
 from mcpgym._protocol import (
@@ -68,15 +68,17 @@ class GymExtension(Extension):
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
-        return await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
+        result = await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
+        if owner is not None:
+            # Bound to an HTTP session that nobody else may use: it ends with that session.
+            connection_of(ctx).exit_stack.push_async_callback(self.registry.close, episode_id, owner)
+        return result
 
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
         return StateResult(state=self.registry.get(require_episode_id(ctx), session_of(ctx)).state())
 
     async def _close(self, ctx: Ctx, params: EpisodeParams) -> types.EmptyResult:
-        episode_id = require_episode_id(ctx)
-        self.registry.get(episode_id, session_of(ctx), missing_ok=True)  # refuses another session's episode
-        await self.registry.close(episode_id)
+        await self.registry.close(require_episode_id(ctx), session_of(ctx))
         return types.EmptyResult()
 
 
@@ -110,6 +112,7 @@ class GymServer:
         )
         self.reveal_rewards = reveal_rewards
         self._stdio_state: dict[str, Any] | None = None
+        self._lifespans = 0
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
@@ -127,14 +130,20 @@ class GymServer:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # The SDK enters a server's lifespan once per in-memory client (and once per stdio run or
+        # HTTP app), so entries overlap: each runs an expiry loop (idempotent), and only the last
+        # one out closes the episodes that are left.
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.registry.run_expiry)
+            self._lifespans += 1
             try:
                 yield {}
             finally:
+                self._lifespans -= 1
                 tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await self.registry.close_all()
+                if not self._lifespans:
+                    with anyio.CancelScope(shield=True):
+                        await self.registry.close_all()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         spec = self.env_cls.__mcpgym_tools__.get(name)
@@ -147,6 +156,8 @@ class GymServer:
         episode_id = episode_id_of(ctx)
         if episode_id is not None:
             return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
+        if params.name not in self.env_cls.__mcpgym_tools__:
+            raise unknown_tool(params.name, self.env_cls.__mcpgym_tools__)  # before opening an episode for it
         episode = await self._implicit(ctx)
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
