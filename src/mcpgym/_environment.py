@@ -51,7 +51,9 @@ class Environment:
 
     call_timeout: ClassVar[float | None] = None
     """Seconds a tool call may run before it fails with a timeout result; None: the server's
-    setting (300 s by default). `inline=True` tools block the loop and cannot be timed out."""
+    setting (300 s by default; in-process: none). An `async` tool is cancelled and the episode
+    goes on; a sync tool's worker thread cannot be stopped, so its timeout ends the episode.
+    `inline=True` tools block the loop and cannot be timed out."""
 
     instructions: ClassVar[str | None] = None
     """Shown to MCP clients as the server's instructions; defaults to the class docstring."""

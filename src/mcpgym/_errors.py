@@ -11,7 +11,8 @@
 
 A tool that raises anything else also yields an `isError` result (naming the exception), and
 the episode goes on. Tool failures are data for the agent; protocol errors are exceptions for
-the caller.
+the caller. As in the MCP SDK, a tool that raises `MCPError` itself answers with that protocol
+error (a deliberate escape hatch, e.g. for a tool that proxies another MCP server).
 """
 
 from __future__ import annotations
