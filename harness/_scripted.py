@@ -33,6 +33,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mcpgym._http import UvicornServer
+
 Reply = dict[str, Any]
 MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky")
 _FLAKY = (500, 429)
@@ -161,25 +163,13 @@ def _canonical() -> dict[str, tuple[str, str]]:
     return {t.task_id: (t.prompt, t.canonical_solution or "") for t in load_tasks().values()}
 
 
-class _Server(uvicorn.Server):
-    """uvicorn with a `ready` event, so nobody polls or sleeps waiting for it to listen."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = anyio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
 @contextlib.asynccontextmanager
 async def serve(endpoint: ScriptedEndpoint | None = None) -> AsyncIterator[str]:
     """Serve a scripted endpoint on 127.0.0.1:<free port>; yields its base URL (`.../v1`)."""
     endpoint = endpoint if endpoint is not None else ScriptedEndpoint()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        server = _Server(uvicorn.Config(endpoint.app(), log_level="warning", lifespan="off"))
+        server = UvicornServer(uvicorn.Config(endpoint.app(), log_level="warning", lifespan="off"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             await server.ready.wait()
