@@ -8,10 +8,12 @@ from pathlib import Path
 
 from servers.coding import Coding, Limits, Sandbox
 
-# Short limits keep the tests quick; each test that needs another limit builds its own.
+# Short limits keep the tests quick; each test that needs another limit builds its own. The CPU
+# limit is above the wall-clock one so a busy loop deterministically meets the timeout first (a
+# single thread's CPU time never exceeds its wall time); the CPU limit has its own test.
 QUICK = Limits(
     timeout=4.0,
-    cpu_seconds=4,
+    cpu_seconds=8,
     memory_bytes=512 << 20,
     max_processes=32,
     file_size_bytes=1 << 20,
