@@ -8,11 +8,16 @@ One episode (`run_episode`): reset → the observation becomes the user message 
 done, the model answers without tool calls, or `max_turns` replies were spent.
 
 Many episodes (`rollout`): `concurrency` workers share a queue of episode indices. Each
-worker keeps one connection and reuses it across its episodes (a stdio target starts
-`concurrency` servers, not one per episode) and reconnects after a failed episode, whose
-failure may have broken the connection. Every episode ends as a `Trajectory`: a failure is
-recorded as data, never raised, so one bad episode cannot take the others with it, and each
-trajectory is written out (and flushed) the moment it finishes.
+worker opens one connection on first use and reuses it across its episodes (a stdio target
+starts `concurrency` servers, not one per episode); it reconnects only after an episode failed
+while waiting on the environment, whose failure may have broken the connection (a policy
+failure cannot). Connecting counts against the episode timeout. Every episode ends as a
+`Trajectory`: a failure is recorded as data, never raised, so one bad episode cannot take the
+others with it. A failure mid-turn keeps the steps already taken; the calls it left unanswered
+get an error tool message (`UNANSWERED`, `stepped=False`), so `messages` stays a valid
+conversation. Each trajectory is written out (and flushed) the moment it finishes; a sink or
+`on_trajectory` error is logged with its traceback and skipped (never raised at the end
+either: the returned list is complete), costing no episode.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ import contextlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -62,6 +68,8 @@ class _Episode:
     done: bool = False
     truncated: bool = False
     stop: StopReason = "error"
+    waiting_on: Literal["environment", "policy"] = "environment"
+    """What the episode was waiting on; a failure there may have broken the connection, or not."""
 
     def freeze(self, error: BaseException | None = None) -> Trajectory:
         usage = sum((t.assistant.usage for t in self.turns), Usage())
@@ -98,12 +106,27 @@ async def run_episode(
 ) -> Trajectory:
     """Play one episode on a connected `env`. Never raises `Exception`: failures are recorded."""
     episode = _Episode(index, seed, options)
-    try:
-        with anyio.fail_after(episode_timeout if episode_timeout is not None else math.inf):
+    return episode.freeze(await _attempt(env, policy, episode, max_turns, system_prompt, episode_timeout))
+
+
+async def _attempt(
+    env: mcpgym.AsyncEnv,
+    policy: Policy,
+    episode: _Episode,
+    max_turns: int,
+    system_prompt: str | None,
+    time_limit: float | None,
+) -> Exception | None:
+    """Play `episode`; the exception that ended it early (recorded as data), or None."""
+    error: Exception | None = None
+    with anyio.move_on_after(time_limit if time_limit is not None else math.inf) as deadline:
+        try:
             await _play(env, policy, episode, max_turns, system_prompt)
-    except Exception as exc:  # recorded as data: the trajectory says how far it got and why it stopped
-        return episode.freeze(exc)
-    return episode.freeze()
+        except Exception as exc:
+            error = exc
+    if deadline.cancel_called:  # only our own deadline is a timeout (a policy's TimeoutError is its own error)
+        error = TimeoutError(f"the episode outlived its timeout ({time_limit:g}s)")
+    return error
 
 
 async def _play(
@@ -118,38 +141,54 @@ async def _play(
     episode.messages.append({"role": "user", "content": render_observation(first.observation)})
     episode.stop = "max_turns"
     for _ in range(max_turns):
+        episode.waiting_on = "policy"
         reply = await policy(list(episode.messages), tools)
+        episode.waiting_on = "environment"
         episode.messages.append(reply.message())
-        steps = [await _step(env, call, names, episode) for call in reply.tool_calls]
-        episode.turns.append(Turn(assistant=reply, steps=steps))
+        steps: list[Step] = []
+        try:
+            for call in reply.tool_calls:
+                steps.append(await _step(env, call, names, episode))
+        finally:
+            # A failure mid-turn keeps the steps already taken (their rewards happened) and answers
+            # the calls it left unanswered as refused, so every tool call has its tool message.
+            for call in reply.tool_calls[len(steps) :]:
+                steps.append(_answer(episode, call, _refusal(call, UNANSWERED)))
+            episode.turns.append(Turn(assistant=reply, steps=steps))
         if episode.done or not reply.tool_calls:
             episode.stop = ("truncated" if episode.truncated else "done") if episode.done else "no_tool_calls"
             return
 
 
+UNANSWERED = "Error: the episode failed before this call was answered; the environment may or may not have run it."
+
+
 async def _step(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], episode: _Episode) -> Step:
-    step = await _run_call(env, call, names, episode.done)
+    return _answer(episode, call, await _run_call(env, call, names, episode.done))
+
+
+def _answer(episode: _Episode, call: ToolCall, step: Step) -> Step:
     episode.done = episode.done or step.done
     episode.truncated = episode.truncated or step.truncated
     episode.messages.append({"role": "tool", "tool_call_id": call.id, "content": step.output})
     return step
 
 
-async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done: bool) -> Step:
-    def refuse(output: str) -> Step:
-        # Answered by the harness, not the environment: the model sees why and can correct itself.
-        return Step(
-            call_id=call.id, tool=call.name, arguments=call.arguments, output=output, is_error=True, stepped=False
-        )
+def _refusal(call: ToolCall, output: str) -> Step:
+    # Answered by the harness, not the environment: the model sees why and can correct itself.
+    return Step(call_id=call.id, tool=call.name, arguments=call.arguments, output=output, is_error=True, stepped=False)
 
+
+async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done: bool) -> Step:
     if done:
-        return refuse("Error: the episode is over; this call was not run.")
+        return _refusal(call, "Error: the episode is over; this call was not run.")
     if call.name not in names:
-        return refuse(f"Error: unknown tool {call.name!r}. Available tools: {', '.join(sorted(names))}.")
+        return _refusal(call, f"Error: unknown tool {call.name!r}. Available tools: {', '.join(sorted(names))}.")
     if call.arguments is None:
-        return refuse(
+        return _refusal(
+            call,
             f"Error: the arguments of {call.name} are not a JSON object: {call.arguments_json[:200]!r}. "
-            "Call the tool again with valid JSON arguments."
+            "Call the tool again with valid JSON arguments.",
         )
     result = await env.call_tool(call.name, call.arguments)
     return Step(
@@ -241,52 +280,30 @@ class _Run:
 
     async def worker(self, receive: MemoryObjectReceiveStream[int]) -> None:
         with receive:
-            index = await _next(receive)
-            while index is not None:
-                index = await self._connection(index, receive)
+            async with _Connection(self.target, self.timeout) as connection:
+                async for index in receive:
+                    self._finish(await self._episode(connection, index))
 
-    async def _connection(self, index: int, receive: MemoryObjectReceiveStream[int]) -> int | None:
-        """Play episodes over one connection, starting with `index`. Returns the episode to play
-        on a fresh connection (one failed, and its failure may have broken this connection),
-        or None when the queue is empty."""
-        current: int | None = index  # in flight: recorded as failed if the connection dies under it
-        upcoming: int | None = None
+    async def _episode(self, connection: _Connection, index: int) -> Trajectory:
+        episode = _Episode(index, self._seed(index), self._options(index))
         try:
-            async with mcpgym.connect(self.target) as env:
-                while current is not None:
-                    trajectory = await self._episode(env, current)
-                    current, upcoming = None, await _next(receive)
-                    if trajectory.failed:
-                        break
-                    current, upcoming = upcoming, None
-        except Exception as exc:  # connecting, or the connection itself, failed: record it, keep the worker
-            if current is None:
-                log.warning("harness: closing an environment connection failed: %s", _describe(exc))
-            else:
-                self._finish(_Episode(current, self._seed(current), self._options(current)).freeze(exc))
-                upcoming = await _next(receive)
-        return upcoming
-
-    async def _episode(self, env: mcpgym.AsyncEnv, index: int) -> Trajectory:
-        trajectory = await run_episode(
-            env,
-            self.policy,
-            index=index,
-            seed=self._seed(index),
-            options=self._options(index),
-            max_turns=self.max_turns,
-            system_prompt=self.system_prompt,
-            episode_timeout=self.timeout,
-        )
-        self._finish(trajectory)
-        return trajectory
+            env = await connection.env()
+        except Exception as exc:  # the environment cannot be reached: this episode fails, the worker goes on
+            return episode.freeze(exc)
+        error = await _attempt(env, self.policy, episode, self.max_turns, self.system_prompt, self.timeout)
+        if error is not None and episode.waiting_on == "environment":
+            await connection.drop()  # an environment failure may have broken the connection; a policy's did not
+        return episode.freeze(error)
 
     def _finish(self, trajectory: Trajectory) -> None:
+        # Outside any episode: a failing sink or callback is the caller's bug, not the episode's.
+        # It is logged and skipped, and costs neither this trajectory's other sinks nor later episodes.
         self.finished.append(trajectory)
-        for sink in self.sinks:
-            sink(trajectory)
-        if self.on_trajectory is not None:
-            self.on_trajectory(trajectory)
+        for deliver in [*self.sinks, *([self.on_trajectory] if self.on_trajectory else [])]:
+            try:
+                deliver(trajectory)
+            except Exception:
+                log.exception("harness: delivering episode %d to %r failed", trajectory.index, deliver)
 
     def _seed(self, index: int) -> int | None:
         return None if self.seed is None else self.seed + index
@@ -297,41 +314,82 @@ class _Run:
         return dict(self.options[index % len(self.options)])
 
 
+class _Connection:
+    """A worker's environment connection: opened on first use, kept across episodes, dropped
+    (and reopened by the next episode) after an episode failure that may have broken it."""
+
+    def __init__(self, target: mcpgym.Target, timeout: float | None) -> None:
+        self._target = target
+        self._timeout = timeout
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._env: mcpgym.AsyncEnv | None = None
+
+    async def env(self) -> mcpgym.AsyncEnv:
+        if self._env is None:
+            self._env = await self._open()
+        return self._env
+
+    async def _open(self) -> mcpgym.AsyncEnv:
+        stack = contextlib.AsyncExitStack()
+        # Connecting is under the episode timeout too: a server that accepts and never answers
+        # would hang forever. The deadline scope must enclose the connection's whole life (cancel
+        # scopes nest), so it is lifted once connected instead of being left.
+        timeout = self._timeout if self._timeout is not None else math.inf
+        deadline = stack.enter_context(anyio.CancelScope(deadline=anyio.current_time() + timeout))
+        try:
+            env = await stack.enter_async_context(mcpgym.connect(self._target))
+        except BaseException as exc:
+            if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        if deadline.cancel_called:
+            raise TimeoutError(f"connecting to the environment took longer than the episode timeout ({timeout:g}s)")
+        deadline.deadline = math.inf
+        self._stack = stack
+        return env
+
+    async def drop(self) -> None:
+        stack, self._stack, self._env = self._stack, None, None
+        if stack is not None:
+            try:
+                await stack.aclose()
+            except Exception as exc:  # the connection was already broken; the next episode opens a new one
+                log.warning("harness: closing an environment connection failed: %s", _describe(exc))
+
+    async def __aenter__(self) -> _Connection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.drop()
+
+
 def _jsonl_sink(stack: contextlib.ExitStack, path: Path) -> Callable[[Trajectory], None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    file = stack.enter_context(path.open("a", encoding="utf-8"))  # append: never clobber an earlier run
+    file = stack.enter_context(path.open("a+b"))  # append: never clobber an earlier run
+    if file.seek(0, os.SEEK_END) and (file.seek(-1, os.SEEK_END), file.read(1))[1] != b"\n":
+        file.write(b"\n")  # an earlier run was killed mid-line: start ours on a line of its own
 
     def write(trajectory: Trajectory) -> None:
-        file.write(trajectory.model_dump_json() + "\n")
+        file.write(trajectory.model_dump_json().encode() + b"\n")
         file.flush()
 
     return write
 
 
-async def _next(receive: MemoryObjectReceiveStream[int]) -> int | None:
-    try:
-        return await receive.receive()
-    except anyio.EndOfStream:
-        return None
-
-
 def read_rollout(path: str | Path) -> list[Trajectory]:
-    """The trajectories a rollout wrote to `path`. A last line cut short by a kill is skipped;
-    a bad line anywhere else is an error (the file is not a rollout's output)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """The trajectories a rollout wrote to `path`. Lines that are not JSON are skipped: a line cut
+    short by a kill (a rerun appends after it, on a fresh line) or a blank one. A JSON line that
+    is not a trajectory is an error (the file is not a rollout's output)."""
     trajectories = []
-    for number, line in enumerate(lines, start=1):
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
-            trajectories.append(Trajectory.model_validate_json(line))
-        except ValueError:
-            if number < len(lines):
-                raise
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        trajectories.append(Trajectory.model_validate(record))
     return trajectories
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "TimeoutError: the episode outlived its timeout"
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return _describe(exc.exceptions[0])
     return f"{type(exc).__name__}: {exc}"
