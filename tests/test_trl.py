@@ -263,6 +263,34 @@ def test_hand_written_schemas() -> None:
     assert_round_trip(tool, Holder().odd_tool)  # type: ignore[attr-defined]
 
 
+def _shown(schema: dict[str, Any], description: str = "Run it.") -> dict[str, Any]:
+    tool = types.Tool(name="t", description=description, input_schema=schema)
+    return get_json_schema(mcpgym.trl._environment.tool_method(tool_shape(tool)))["function"]  # type: ignore[no-any-return]
+
+
+def test_section_words_inside_words_and_json_are_defused() -> None:
+    """transformers matches `Args:`/`Returns:` anywhere; a match must neither cut nor break the schema."""
+    shown = _shown({"type": "object", "properties": {"tag": {"type": "string"}}}, "Pass buildArgs: as KEY=VALUE.")
+    assert shown["description"] == "Pass buildArgs - as KEY=VALUE."
+    default = {"type": "string", "default": "Returns: {x} (choices: no)"}
+    shown = _shown({"type": "object", "properties": {"fmt": default, "n": {"type": "integer"}}, "required": ["n"]})
+    assert _docstring_json(shown["parameters"]["properties"]["fmt"]["description"]) == {"default": default["default"]}
+    assert shown["parameters"]["required"] == ["n"]
+    hook = {"type": "string", "description": "see onReturns: hook"}
+    shown = _shown({"type": "object", "properties": {"a": hook, "b": {"type": "integer"}}})
+    assert shown["parameters"]["properties"]["a"]["description"] == "see onReturns - hook"
+    assert shown["parameters"]["properties"]["b"] == {"type": "integer", "description": "b"}
+
+
+def test_top_level_keywords_without_properties_reach_the_description() -> None:
+    either = [{"properties": {"path": {"type": "string"}}, "required": ["path"]}, {"required": ["url"]}]
+    shown = _shown({"type": "object", "anyOf": either, "$schema": "https://json-schema.org/draft-07/schema"})
+    assert shown["description"].startswith("Run it. ") and _docstring_json(shown["description"]) == {"anyOf": either}
+    shown = _shown({"type": "object", "additionalProperties": {"type": "string", "default": "Args: x"}})
+    assert _docstring_json(shown["description"]) == {"additionalProperties": {"type": "string", "default": "Args: x"}}
+    assert _shown({"type": "object", "properties": {}})["description"] == "Run it."
+
+
 def test_names_reach_the_server_as_wire_names() -> None:
     Env = mcpgym.trl.environment_class(Hostile)
     public = {n: m.__name__ for n, m in inspect.getmembers(Env, inspect.isfunction) if not n.startswith("_")}

@@ -30,10 +30,14 @@ _SHOWN_AS_TEXT = frozenset({"title", "description"})
 _ONE = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else")
 _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-# transformers cuts a docstring at the first of these anywhere, and reads a trailing
-# "(choices: [...])" on an argument line as an enum: rewrite them where they are text.
-_SECTION = re.compile(r"\b(Args|Returns|Raises):")
+# transformers cuts a docstring at the first of these anywhere, even inside a word ("buildArgs:"),
+# and reads a trailing "(choices: [...])" on an argument line as an enum: rewrite them where they
+# are text, and escape their colon where they are JSON (`\u003a`: still valid JSON, same value).
+_SECTION = re.compile(r"(Args|Returns|Raises):")
 _CHOICES = re.compile(r"\(choices:", re.IGNORECASE)
+_STRUCTURE = re.compile(r"(Args|Returns|Raises|\((?i:choices)):")
+# Top-level keywords the parameters express (or that only say what dialect the schema is in).
+_SHOWN_AT_TOP = frozenset({"type", "properties", "required", "title", "description", "$schema"})
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,11 @@ def tool_shape(tool: types.Tool) -> ToolShape:
         text = _one_line(_text_of(prop, raw.get(wire), wire))
         doc = f"{text} {compact(lost)}" if lost else text
         params.append(Param(name, wire, hint, wire in required, _CHOICES.sub("(choices -", doc), lost))
-    description = (tool.description or tool.title or tool.name).strip()
-    return ToolShape(tool.name, _SECTION.sub(r"\1 -", description), tuple(params))
+    description = _SECTION.sub(r"\1 -", (tool.description or tool.title or tool.name).strip())
+    # Top-level anyOf/oneOf/allOf/additionalProperties... have no parameter to carry them: without
+    # this, a tool taking "a path or a url" or a free-form map would look argument-less.
+    top = {k: v for k, v in schema.items() if k not in _SHOWN_AT_TOP}
+    return ToolShape(tool.name, f"{description} {compact(top)}" if top else description, tuple(params))
 
 
 def translate(schema: Any) -> tuple[Any, dict[str, Any]]:
@@ -227,7 +234,8 @@ def unique(name: str, taken: set[str]) -> str:
 
 
 def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    return _STRUCTURE.sub(lambda m: m[1] + "\\u003a", text)
 
 
 def _text_of(prop: Any, raw: Any, wire: str) -> str:
