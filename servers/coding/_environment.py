@@ -71,7 +71,9 @@ class Coding(mcpgym.Environment):
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
         self.task = self.tasks[task_id]
         uid = self.sandbox.new_uid()
-        self._workspace = Workspace(uid, _READ_LIMIT)
+        limits = self.sandbox.limits
+        quota = (limits.workspace_bytes, limits.workspace_files) if self.sandbox.protections.workspace_quota else None
+        self._workspace = Workspace(uid, _READ_LIMIT, quota)
         self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 

@@ -32,6 +32,7 @@ import anyio.lowlevel
 
 from servers.coding._process import _children, _signal
 from servers.coding._sandbox import SANDBOX_WORKSPACE, Sandbox
+from servers.coding._workspace import mount_tmpfs, remove_tree
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 _GRACE = 5.0  # seconds past the zygote's own timeout before the server gives up on it
@@ -56,6 +57,10 @@ class _Zygote:
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:
         root = Path(tempfile.mkdtemp(prefix="mcpgym-grade-"))
+        if sandbox.protections.workspace_quota:
+            # What submissions write is bounded in total (shared by the zygote's concurrent children).
+            limits = sandbox.limits
+            mount_tmpfs(root, (limits.workspace_bytes, limits.workspace_files), "mode=0711")
         root.chmod(0o711)  # children may enter their own directory, never list the others
         argv = sandbox.command(root, None, program="zygote")
         process = subprocess.Popen(
@@ -129,7 +134,7 @@ class _Zygote:
         self.process.stdin.close()
         if not self.reading:  # a reader waits on stdout: it sees EOF (the zygote is dead) and closes it
             self.process.stdout.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
 
 class Grader:

@@ -21,7 +21,7 @@ from anyio.abc import Process
 
 from servers.coding._sandbox import Sandbox
 
-_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
 class Ending(Enum):
@@ -73,7 +73,8 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=workspace,
-            env=_ENV,
+            # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
+            env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
             start_new_session=True,  # its own process group, so kill() reaches forked children too
         )
         return cls(process, sandbox)

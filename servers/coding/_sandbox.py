@@ -1,6 +1,6 @@
 """The sandbox: which OS protections are available, and the command line that applies them.
 
-Layer: policy, no episode logic. Imports nothing from the package. Protections, strongest
+Layer: policy, no episode logic. Imports only `_workspace` (to probe its quota) from the package. Protections, strongest
 first (the first that works is used; anything missing is reported, never silently skipped):
 
 - `bwrap` (bubblewrap): new pid, network, IPC, UTS and mount namespaces; the sandbox sees
@@ -28,6 +28,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from servers.coding._workspace import workspace_quota_works
 
 logger = logging.getLogger("servers.coding")
 
@@ -57,6 +59,10 @@ class Limits:
     """Processes and threads of the sandbox (RLIMIT_NPROC, counted per sandbox uid)."""
     file_size_bytes: int = 16 << 20
     """Largest file a sandboxed process may write (RLIMIT_FSIZE)."""
+    workspace_bytes: int = 64 << 20
+    """Total size of an episode's workspace (a tmpfs of this size when the server is root)."""
+    workspace_files: int = 4096
+    """Files and directories in an episode's workspace (the tmpfs's inode count)."""
     output_bytes: int = 64 << 10
     """Output shown per call; the rest is cut with a visible marker."""
     flood_bytes: int = 8 << 20
@@ -73,6 +79,8 @@ class Protections:
     filesystem: str
     limits: Limits
     warnings: tuple[str, ...] = field(default=())
+    workspace_quota: bool = False
+    """Each workspace is a tmpfs of `limits.workspace_bytes` (root servers that may mount)."""
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -83,6 +91,7 @@ class Protections:
             "server_process": "invisible (own pid namespace)" if "pid" in self.namespaces else "VISIBLE",
             "filesystem": self.filesystem,
             "own_uid": self.own_uid,
+            "workspace": "tmpfs with a size and file quota" if self.workspace_quota else "NO TOTAL SIZE LIMIT",
             "limits": asdict(self.limits),
             "warnings": list(self.warnings),
         }
@@ -113,16 +122,14 @@ class Sandbox:
         isolation = self.protections.isolation
         # The worker enters the workspace itself, after dropping to `uid`: the workspace is
         # 0700 and owned by that uid, so even bwrap (root without CAP_DAC_OVERRIDE) cannot.
-        cwd = SANDBOX_WORKSPACE if isolation == "bwrap" else str(workspace)
-        config = {"limits": asdict(self.limits), "uid": uid, "cwd": cwd}
+        config = {"limits": asdict(self.limits), "uid": uid, "cwd": self.workdir(workspace)}
         if isolation == "bwrap":
             python = (
                 f"{_SANDBOX_PYTHON}/{self.python.relative_to(self.prefix)}"
                 if self._python_in_prefix()
                 else str(self.python)
             )
-            # Grading children share the zygote's /tmp, so there it is read-only to them (0755, root).
-            argv = [*self._bwrap(workspace, "1777" if program == "worker" else "0755"), python]
+            argv = [*self._bwrap(workspace), python]
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))
@@ -130,10 +137,14 @@ class Sandbox:
         # interpreter starts in a fifth of the time (site processing dominates startup).
         return [*argv, "-I", "-S", "-c", _PROGRAMS[program], json.dumps(config)]
 
+    def workdir(self, workspace: Path) -> str:
+        """`workspace` as sandboxed code sees it (also its TMPDIR and HOME)."""
+        return SANDBOX_WORKSPACE if self.protections.isolation == "bwrap" else str(workspace)
+
     def _python_in_prefix(self) -> bool:
         return self.python.is_relative_to(self.prefix)
 
-    def _bwrap(self, workspace: Path, tmp_mode: str) -> list[str]:
+    def _bwrap(self, workspace: Path) -> list[str]:
         args = [
             "bwrap",
             "--die-with-parent",
@@ -159,9 +170,13 @@ class Sandbox:
             "/proc",
             "--dev",
             "/dev",
+            # A read-only /tmp: a writable tmpfs is RAM that no rlimit counts (bwrap sizes it at
+            # half the host's). Sandboxed code writes to its workspace (TMPDIR), which is bounded.
             "--perms",
-            tmp_mode,
+            "0755",
             "--tmpfs",
+            "/tmp",
+            "--remount-ro",
             "/tmp",
             "--bind",
             str(workspace),
@@ -223,13 +238,19 @@ def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: 
     else:
         namespaces = ("pid", "net", "ipc", "uts", "mount")
     if isolation == "bwrap":
-        filesystem = "restricted: Python installation, /usr and /etc read-only; workspace read-write; private /tmp"
+        filesystem = "restricted: Python installation, /usr and /etc read-only; workspace read-write; /tmp read-only"
     else:
         filesystem = "HOST FILESYSTEM READABLE (as permissions allow); workspace read-write"
         warnings.append(f"{isolation}: the host filesystem is visible to sandboxed code (task files included)")
+    quota = own_uid and workspace_quota_works()
+    if not quota:
+        warnings.append(
+            "workspaces have no total size limit (only RLIMIT_FSIZE per file): "
+            "a size-limited tmpfs per workspace needs a root server allowed to mount"
+        )
     for text in warnings:
         logger.warning("coding sandbox: %s", text)
-    return Protections(isolation, own_uid, namespaces, filesystem, limits, tuple(warnings))
+    return Protections(isolation, own_uid, namespaces, filesystem, limits, tuple(warnings), quota)
 
 
 def _probe(isolation: Isolation) -> str | None:

@@ -9,7 +9,9 @@ every path is walked one component at a time with `O_NOFOLLOW` from a directory 
 from __future__ import annotations
 
 import builtins
+import ctypes
 import errno
+import functools
 import itertools
 import logging
 import os
@@ -27,6 +29,8 @@ logger = logging.getLogger("servers.coding")
 
 _MAX_LISTED = 1000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class WorkspaceError(ValueError):
@@ -34,13 +38,24 @@ class WorkspaceError(ValueError):
 
 
 class Workspace:
-    """A private directory, writable by the sandbox's uid, removed by `remove()`."""
+    """A private directory, writable by the sandbox's uid, removed by `remove()`.
 
-    def __init__(self, uid: int | None, read_limit: int) -> None:
+    With a `quota` (bytes, files) it is a tmpfs of that size: the only bound on what sandboxed
+    code may store in total (RLIMIT_FSIZE bounds one file). It is RAM, counted by no rlimit.
+    """
+
+    def __init__(self, uid: int | None, read_limit: int, quota: tuple[int, int] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="mcpgym-ws-"))
         self.uid = uid
         self.read_limit = read_limit
-        if uid is not None:
+        if quota is not None:
+            owner = uid if uid is not None else os.geteuid()
+            try:
+                mount_tmpfs(self.root, quota, f"mode=0700,uid={owner},gid={owner}")
+            except OSError:
+                self.root.rmdir()
+                raise
+        elif uid is not None:
             os.chown(self.root, uid, uid)
 
     def write(self, path: str, content: str, max_bytes: int) -> int:
@@ -54,8 +69,11 @@ class Workspace:
             try:
                 _require_regular(path, fd)
                 view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                try:
+                    while view:
+                        view = view[os.write(fd, view) :]
+                except OSError as exc:  # ENOSPC: the workspace is full
+                    raise WorkspaceError(_why(path, exc)) from None
                 if self.uid is not None:
                     os.fchown(fd, self.uid, self.uid)
             finally:
@@ -106,8 +124,49 @@ class Workspace:
         await anyio.to_thread.run_sync(remove_tree, self.root)
 
 
+@functools.cache
+def workspace_quota_works() -> bool:
+    """Whether this process may mount a size-limited tmpfs for each workspace (probed once)."""
+    probe = Path(tempfile.mkdtemp(prefix="mcpgym-probe-"))
+    try:
+        _mount_tmpfs(probe, "size=4096,nr_inodes=8")
+    except OSError:
+        return False
+    else:
+        _unmount(probe)
+        return True
+    finally:
+        probe.rmdir()
+
+
+def mount_tmpfs(path: Path, quota: tuple[int, int], options: str) -> None:
+    """Mount a tmpfs of `quota` (bytes, inodes) on `path` (root only)."""
+    _mount_tmpfs(path, f"size={quota[0]},nr_inodes={quota[1]},{options}")
+
+
+def _mount_tmpfs(path: Path, options: str) -> None:
+    if _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def _unmount(path: Path) -> None:
+    # Lazy: a process still holding a descriptor there cannot keep the mount (or its RAM) pinned
+    # in our namespace; the memory goes with the last reference.
+    if _LIBC.umount2(os.fsencode(path), _MNT_DETACH) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
 def remove_tree(root: Path) -> None:
     """Delete a workspace; what cannot be deleted is logged (a leak to report, not to hide)."""
+    if os.path.ismount(root):
+        try:
+            _unmount(root)  # its content goes with it, however deep
+            root.rmdir()
+        except OSError as exc:
+            _report(None, str(root), exc)
+        return
     if sys.version_info >= (3, 12):
         shutil.rmtree(root, onexc=_report)
     else:

@@ -1,0 +1,58 @@
+"""servers.coding edge cases found in review: resources outside the rlimits, forged protocol lines,
+zygote lifetime, uids shared between server processes, deep trees, cancelled calls."""
+
+from __future__ import annotations
+
+import pytest
+
+import mcpgym
+from servers.coding import Limits, Sandbox, Task
+from servers.coding._interpreter import grade
+from tests.coding.helpers import QUICK, coding
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+SANDBOX = Sandbox(QUICK)
+ADD = Task(
+    task_id="mine/add",
+    prompt="def add(a, b):\n",
+    test="def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 5) == 5\n",
+    entry_point="add",
+)
+BOUNDED = Limits(**{**QUICK.__dict__, "workspace_bytes": 4 << 20, "workspace_files": 64})
+
+
+async def run(env: mcpgym.AsyncEnv, code: str) -> mcpgym.StepResult[object]:
+    return await env.call_tool("run_python", {"code": code})  # type: ignore[return-value]
+
+
+@pytest.mark.skipif(not SANDBOX.protections.workspace_quota, reason="a workspace tmpfs needs a root server")
+async def test_tmp_is_read_only_and_the_workspace_has_a_size_and_file_quota() -> None:
+    async with mcpgym.connect(coding(BOUNDED)) as env:
+        await env.reset(seed=0)
+        probe = "import os, tempfile\nprint(os.environ['TMPDIR'] == os.getcwd() == tempfile.gettempdir())"
+        assert (await run(env, probe)).text.strip() == "True"
+        if SANDBOX.protections.isolation == "bwrap":
+            tmp = await run(env, "open('/tmp/x', 'wb')")
+            assert tmp.is_error and ("Read-only file system" in tmp.text or "PermissionError" in tmp.text)
+        full = await run(env, "for i in range(8):\n    open(f'f{i}', 'wb').write(b'x' * ((1 << 20) - 1))")
+        assert full.is_error and "No space left on device" in full.text
+        many = await run(env, "import os\nfor i in range(100):\n    os.mkdir(f'd{i}')")
+        assert many.is_error and "No space left on device" in many.text
+        refused = await env.call_tool("write_file", {"path": "more.txt", "content": "x" * 1000})
+        assert refused.is_error and "No space left on device" in refused.text
+
+
+@pytest.mark.skipif(not SANDBOX.protections.workspace_quota, reason="a grading tmpfs needs a root server")
+async def test_what_a_submission_writes_is_bounded_in_total() -> None:
+    sandbox = Sandbox(BOUNDED)
+    fill = "for i in range(8):\n    open(f'f{i}', 'wb').write(b'x' * ((1 << 20) - 1))\n"
+    verdict = await grade(sandbox, ADD, fill + "def add(a, b):\n    return a + b\n")
+    assert verdict.summary == "failed: the hidden tests raised OSError"
+    assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
