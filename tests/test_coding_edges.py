@@ -7,7 +7,7 @@ import pytest
 
 import mcpgym
 from servers.coding import Limits, Sandbox, Task
-from servers.coding._interpreter import grade
+from servers.coding._interpreter import Verdict, grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -56,3 +56,18 @@ async def test_what_a_submission_writes_is_bounded_in_total() -> None:
     verdict = await grade(sandbox, ADD, fill + "def add(a, b):\n    return a + b\n")
     assert verdict.summary == "failed: the hidden tests raised OSError"
     assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
+
+
+def forge(verdict: str) -> str:
+    return f"import os\nos.write(3, b'{verdict}\\n')\nos._exit(0)\n"
+
+
+async def test_a_forged_partial_verdict_is_a_crash_unless_it_matches_the_servers_own_count() -> None:
+    sandbox = Sandbox(QUICK)
+    crashed = Verdict(0.0, "failed: the test run crashed")
+    assert await grade(sandbox, ADD, forge("partial 6579558/538993512")) == crashed  # partial credit is off
+    assert await grade(sandbox, ADD, forge("partial 1/2")) == crashed
+    assert await grade(sandbox, ADD, forge("partial 7/9"), partial=True) == crashed  # ADD's check has 2 asserts
+    assert await grade(sandbox, ADD, forge("partial 1/2"), partial=True) == Verdict(
+        0.5, "failed: 1/2 hidden checks pass"
+    )

@@ -7,6 +7,7 @@ lost. `grade()` runs a submission against hidden tests on the sandbox's grader (
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,10 +80,24 @@ class Verdict:
 async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = False) -> Verdict:
     """Run `code` against the task's hidden tests in a fresh sandboxed process; only the verdict comes back."""
     request = {"code": code, "tests": task.test, "entry_point": task.entry_point, "partial": partial}
-    return _verdict(await grader(sandbox).run(sandbox, request), sandbox)
+    checks = count_checks(task.test) if partial else None
+    return _verdict(await grader(sandbox).run(sandbox, request), sandbox, checks)
 
 
-def _verdict(status: str, sandbox: Sandbox) -> Verdict:
+def count_checks(test: str) -> int:
+    """The top-level asserts of `check` (what partial credit counts), as the zygote counts them."""
+    return sum(
+        isinstance(stmt, ast.Assert)
+        for node in ast.parse(test).body
+        if isinstance(node, ast.FunctionDef) and node.name == "check"
+        for stmt in node.body
+    )
+
+
+def _verdict(status: str, sandbox: Sandbox, checks: int | None) -> Verdict:
+    """The reward for a status line. The solution shares the process that writes it, so a
+    `partial k/M` counts only with partial credit on and M the server's own count (else the
+    two numbers would carry bytes of the hidden tests out to the agent)."""
     if status == "timeout":
         return Verdict(0.0, f"failed: timed out after {sandbox.limits.timeout:g} s")
     kind, _, detail = status.partition(" ")
@@ -90,7 +105,7 @@ def _verdict(status: str, sandbox: Sandbox) -> Verdict:
         return Verdict(1.0, "passed: all hidden tests pass")
     if kind == "partial":
         passed, total = (int(n) for n in detail.split("/"))
-        if not 0 <= passed <= total or total == 0:
+        if total != checks or not 0 <= passed <= total or total == 0:
             return Verdict(0.0, "failed: the test run crashed")  # forged by the submission: no credit
         return Verdict(
             passed / total, f"{'passed' if passed == total else 'failed'}: {passed}/{total} hidden checks pass"
