@@ -71,3 +71,23 @@ async def test_a_forged_partial_verdict_is_a_crash_unless_it_matches_the_servers
     assert await grade(sandbox, ADD, forge("partial 1/2"), partial=True) == Verdict(
         0.5, "failed: 1/2 hidden checks pass"
     )
+
+
+FORGED_MARKER = r"""
+import sys, os
+f = sys._getframe()
+while 'request' not in f.f_locals:
+    f = f.f_back
+os.write(1, b'\0' + f.f_locals['request']['token'].encode() + b' ')
+while True:
+    os.write(1, b'x' * (1 << 16))
+"""
+
+
+async def test_a_forged_end_of_call_marker_without_a_newline_is_a_flood() -> None:
+    async with mcpgym.connect(coding()) as env:
+        await env.reset(seed=0)
+        await run(env, "kept = 1")
+        result = await run(env, FORGED_MARKER)
+        assert result.is_error and "bytes of output; the process tree was killed" in result.text, result.text
+        assert "fresh interpreter" in (await run(env, "1")).text

@@ -24,6 +24,9 @@ from servers.coding._sandbox import Sandbox
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
+_STATUS_MAX = 256  # a status line is `ok` or `raised <ExceptionName>`
+
+
 class Ending(Enum):
     """How a request ended."""
 
@@ -55,6 +58,9 @@ class _Output:
         if room > 0:
             self.kept += data[:room]
         self.total += len(data)
+
+    def ending(self, ending: Ending, status: str = "") -> Execution:
+        return Execution(ending, status, bytes(self.kept), self.total - len(self.kept))
 
 
 class WorkerProcess:
@@ -92,7 +98,7 @@ class WorkerProcess:
             execution = await self._collect(token.encode(), output)
         if scope.cancelled_caught:
             await self.kill()
-            return Execution(Ending.TIMEOUT, output=bytes(output.kept), omitted=output.total - len(output.kept))
+            return output.ending(Ending.TIMEOUT)
         if execution.ending is not Ending.DONE:
             await self.kill()
         if execution.ending is Ending.DIED:
@@ -110,25 +116,25 @@ class WorkerProcess:
             found = data.find(marker)
             if found >= 0:
                 output.add(data[:found])
-                status = await self._status_line(data[found + len(marker) :])
-                if status is None:
-                    break
-                return Execution(Ending.DONE, status, bytes(output.kept), output.total - len(output.kept))
+                return await self._status_line(data[found + len(marker) :], output)
             output.add(data[: max(len(data) - keep, 0)])
             tail = data[max(len(data) - keep, 0) :]
             if output.total > self.sandbox.limits.flood_bytes:
-                return Execution(Ending.FLOOD, output=bytes(output.kept), omitted=output.total - len(output.kept))
-        return Execution(Ending.DIED, output=bytes(output.kept), omitted=output.total - len(output.kept))
+                return output.ending(Ending.FLOOD)
+        return output.ending(Ending.DIED)
 
-    async def _status_line(self, rest: bytes) -> str | None:
+    async def _status_line(self, rest: bytes, output: _Output) -> Execution:
         assert self.process.stdout is not None
         while b"\n" not in rest:
+            if len(rest) > _STATUS_MAX:
+                # User code can read its token: a forged marker and an endless line is a flood.
+                return output.ending(Ending.FLOOD)
             try:
                 rest += await self.process.stdout.receive()
             except anyio.EndOfStream:
-                return None
+                return output.ending(Ending.DIED)
         # Bytes after the status line come from processes user code left running; dropped.
-        return rest[: rest.index(b"\n")].decode(errors="replace")
+        return output.ending(Ending.DONE, rest[: rest.index(b"\n")].decode(errors="replace"))
 
     async def _died(self, output: _Output) -> Execution:
         await self.kill()
