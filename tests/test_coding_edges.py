@@ -3,10 +3,16 @@ zygote lifetime, uids shared between server processes, deep trees, cancelled cal
 
 from __future__ import annotations
 
+import os
+import threading
+
+import anyio
+import anyio.lowlevel
 import pytest
 
 import mcpgym
 from servers.coding import Limits, Sandbox, Task
+from servers.coding._grader import _Zygote, grader
 from servers.coding._interpreter import Verdict, grade
 from tests.coding.helpers import QUICK, coding
 
@@ -91,3 +97,23 @@ async def test_a_forged_end_of_call_marker_without_a_newline_is_a_flood() -> Non
         result = await run(env, FORGED_MARKER)
         assert result.is_error and "bytes of output; the process tree was killed" in result.text, result.text
         assert "fresh interpreter" in (await run(env, "1")).text
+
+
+def zygote_from_a_thread_that_exited(sandbox: Sandbox, loop: object) -> _Zygote:
+    started: list[_Zygote] = []
+    thread = threading.Thread(target=lambda: started.append(_Zygote.start(sandbox, loop)))
+    thread.start()
+    thread.join()
+    assert thread.native_id is not None
+    while os.path.exists(f"/proc/self/task/{thread.native_id}"):  # the kernel has not finished the thread's exit
+        os.sched_yield()
+    return started[0]
+
+
+async def test_the_zygote_outlives_the_thread_that_started_it() -> None:
+    """anyio retires idle worker threads; a zygote tied to its starter thread's life died with it."""
+    sandbox = Sandbox(QUICK)
+    zygote = zygote_from_a_thread_that_exited(sandbox, anyio.lowlevel.current_token().native_token)
+    grader(sandbox)._zygote = zygote
+    assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
+    assert grader(sandbox)._zygote is zygote and zygote.process.poll() is None

@@ -129,7 +129,9 @@ class Sandbox:
                 if self._python_in_prefix()
                 else str(self.python)
             )
-            argv = [*self._bwrap(workspace), python]
+            # Not the zygote: it is started from a worker thread, and --die-with-parent
+            # (PR_SET_PDEATHSIG) fires when that *thread* exits. It ends when its stdin closes.
+            argv = [*self._bwrap(workspace, die_with_parent=program == "worker"), python]
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))
@@ -144,10 +146,10 @@ class Sandbox:
     def _python_in_prefix(self) -> bool:
         return self.python.is_relative_to(self.prefix)
 
-    def _bwrap(self, workspace: Path) -> list[str]:
+    def _bwrap(self, workspace: Path, *, die_with_parent: bool) -> list[str]:
         args = [
             "bwrap",
-            "--die-with-parent",
+            *(["--die-with-parent"] if die_with_parent else []),
             "--new-session",
             "--unshare-pid",
             "--unshare-net",
