@@ -3,7 +3,10 @@ zygote lifetime, uids shared between server processes, deep trees, cancelled cal
 
 from __future__ import annotations
 
+import itertools
 import os
+import subprocess
+import sys
 import threading
 
 import anyio
@@ -11,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 import mcpgym
-from servers.coding import Limits, Sandbox, Task
+from servers.coding import Limits, Sandbox, Task, _uids
 from servers.coding._grader import _Zygote, grader
 from servers.coding._interpreter import Verdict, grade
 from tests.coding.helpers import QUICK, coding
@@ -117,3 +120,24 @@ async def test_the_zygote_outlives_the_thread_that_started_it() -> None:
     grader(sandbox)._zygote = zygote
     assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
     assert grader(sandbox)._zygote is zygote and zygote.process.poll() is None
+
+
+@pytest.mark.skipif(not SANDBOX.protections.own_uid, reason="uids of their own need a root server")
+def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every server process counts uids from the same base: a fresh one must skip what another holds."""
+    claim = "import sys\nfrom servers.coding import Sandbox\nprint(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
+    with subprocess.Popen([sys.executable, "-c", claim], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        held = int(holder.stdout.readline())
+        with subprocess.Popen(["sleep", "60"], user=held + 1) as squatter:  # left behind by an earlier server
+            monkeypatch.setattr(_uids, "_NEXT", itertools.count())  # count from the base, as that process did
+            sandbox = Sandbox(QUICK)
+            first, second = sandbox.new_uid(), sandbox.new_uid()
+            squatter.kill()
+        holder.stdin.close()
+    assert first is not None and second is not None
+    assert held not in (first, second) and held + 1 not in (first, second) and first != second
+    sandbox.release_uid(first)
+    sandbox.release_uid(second)

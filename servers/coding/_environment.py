@@ -54,6 +54,7 @@ class Coding(mcpgym.Environment):
         self.task: Task | None = None
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
+        self._uid: int | None = None
 
     def state_info(self) -> dict[str, Any]:
         """Which sandbox protections are active, for `env.state()` (also in the first observation)."""
@@ -70,7 +71,7 @@ class Coding(mcpgym.Environment):
             )
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
         self.task = self.tasks[task_id]
-        uid = self.sandbox.new_uid()
+        uid = self._uid = self.sandbox.new_uid()
         limits = self.sandbox.limits
         quota = (limits.workspace_bytes, limits.workspace_files) if self.sandbox.protections.workspace_quota else None
         self._workspace = Workspace(uid, _READ_LIMIT, quota)
@@ -154,12 +155,15 @@ class Coding(mcpgym.Environment):
         return verdict.summary
 
     async def close(self) -> None:
-        interpreter, workspace = self._interpreter, self._workspace
-        self._interpreter = self._workspace = None
-        if interpreter is not None:
-            await interpreter.close()
-        if workspace is not None:
-            await workspace.remove()
+        interpreter, workspace, uid = self._interpreter, self._workspace, self._uid
+        self._interpreter = self._workspace = self._uid = None
+        try:
+            if interpreter is not None:
+                await interpreter.close()
+            if workspace is not None:
+                await workspace.remove()
+        finally:
+            self.sandbox.release_uid(uid)  # its worker's namespace is dead: nothing of the uid runs
 
     def _current_task(self) -> Task:
         if self.task is None:

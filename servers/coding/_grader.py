@@ -157,6 +157,12 @@ class Grader:
 
     async def _attempt(self, sandbox: Sandbox, request: dict[str, object]) -> str:
         uid = sandbox.new_uid()
+        try:
+            return await self._attempt_as(sandbox, request, uid)
+        finally:
+            sandbox.release_uid(uid)  # answered (or its zygote killed): nothing of the uid runs
+
+    async def _attempt_as(self, sandbox: Sandbox, request: dict[str, object], uid: int | None) -> str:
         shared = uid is not None  # a uid per submission: children cannot touch one another
         loop = anyio.lowlevel.current_token().native_token
         if shared:

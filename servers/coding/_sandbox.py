@@ -1,7 +1,8 @@
 """The sandbox: which OS protections are available, and the command line that applies them.
 
-Layer: policy, no episode logic. Imports only `_workspace` (to probe its quota) from the package. Protections, strongest
-first (the first that works is used; anything missing is reported, never silently skipped):
+Layer: policy, no episode logic. Imports only `_uids` and `_workspace` (to probe its quota)
+from the package. Protections, strongest first (the first that works is used; anything
+missing is reported, never silently skipped):
 
 - `bwrap` (bubblewrap): new pid, network, IPC, UTS and mount namespaces; the sandbox sees
   only the Python installation, /usr, /etc and its own workspace (task files stay hidden);
@@ -18,7 +19,6 @@ drop to a uid of their own (see `_worker.py`, `_zygote.py`).
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import logging
 import os
@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from servers.coding import _uids
 from servers.coding._workspace import workspace_quota_works
 
 logger = logging.getLogger("servers.coding")
@@ -39,8 +40,6 @@ ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
 SANDBOX_WORKSPACE = "/workspace"
 _SANDBOX_PYTHON = "/python"
 _PROGRAMS = {name: (Path(__file__).parent / f"_{name}.py").read_text() for name in ("worker", "zygote")}
-_UIDS = itertools.count()
-_UID_BASE, _UID_SPAN = 1_000_000, 1_000_000
 
 
 @dataclass(frozen=True)
@@ -114,8 +113,14 @@ class Sandbox:
         self.prefix = Path(sys.base_prefix).resolve()
 
     def new_uid(self) -> int | None:
-        """A uid no live sandbox uses (root servers only; otherwise the server's own)."""
-        return _UID_BASE + next(_UIDS) % _UID_SPAN if self.protections.own_uid else None
+        """A uid no sandbox on this host uses (root servers only; otherwise None: the server's own).
+
+        Claimed host-wide until `release_uid(uid)`, which is for once nothing of it runs."""
+        return _uids.claim() if self.protections.own_uid else None
+
+    def release_uid(self, uid: int | None) -> None:
+        if uid is not None:
+            _uids.release(uid)
 
     def command(self, workspace: Path, uid: int | None, program: Literal["worker", "zygote"] = "worker") -> list[str]:
         """The argv that starts a worker or a grader zygote (run it with the workspace as working directory)."""
