@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 import mcpgym
@@ -42,6 +41,7 @@ from harness import target as targets
 from harness.policy import Policy, openai_tools
 from harness.progress import Progress
 from harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
+from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
 log = logging.getLogger("harness")
 
@@ -195,7 +195,7 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
         call_id=call.id,
         tool=call.name,
         arguments=call.arguments,
-        output=tool_output(result.observation),
+        output=tool_text(result.observation),
         is_error=result.is_error,
         reward=result.reward,
         done=result.done,
@@ -206,14 +206,6 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
 def render_observation(observation: Any) -> str:
     """The first observation as the user message: text as is, anything else as indented JSON."""
     return observation if isinstance(observation, str) else json.dumps(observation, indent=2, default=str)
-
-
-def tool_output(result: types.CallToolResult) -> str:
-    """A tool result as the tool message's content: its text, else its structured content as JSON."""
-    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-    if not text and result.structured_content is not None:
-        text = json.dumps(result.structured_content)
-    return text
 
 
 async def rollout(

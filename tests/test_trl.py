@@ -11,8 +11,10 @@ import importlib
 import inspect
 import json
 import multiprocessing
+import os
 import pickle
 import pkgutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -465,6 +467,94 @@ def test_dataset_rows_start_groups_identically() -> None:
         mcpgym.trl.dataset(Env, 2, options=[{}])
 
 
+def test_dataset_options_keep_their_shape_and_types() -> None:
+    Env = mcpgym.trl.environment_class(Hostile)
+    options: list[dict[str, Any]] = [{"task_id": 3}, {"task_id": "HumanEval/3", "hint": "x"}]
+    ds = mcpgym.trl.dataset(Env, 2, options=options)  # an Arrow struct would refuse the mixed types
+    assert [str(Env().reset(**row)).strip() for row in ds] == [
+        'seed=0 options={"task_id": 3}',  # and no invented `"hint": null`
+        'seed=1 options={"hint": "x", "task_id": "HumanEval/3"}',
+    ]
+
+
+def test_an_instance_reopens_after_close() -> None:
+    env = mcpgym.trl.environment_class(Echo)()
+    env.reset(seed=0)
+    mcpgym.trl.close()
+    assert "Say the word" in str(env.reset(seed=1))  # not "This portal is not running"
+    assert env.echo_message(message="x") is not None  # type: ignore[attr-defined]
+
+
+def test_a_tool_call_after_close_fails_the_episode_without_hanging() -> None:
+    env = mcpgym.trl.environment_class(Echo)()
+    env.reset(seed=0)
+    mcpgym.trl.close()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.echo_message(message="x")  # type: ignore[attr-defined]
+    assert env.failed and env.get_reward() is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_reopens_its_own_connection() -> None:
+    env = mcpgym.trl.environment_class(Echo)()
+    env.reset(seed=0)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        signal.alarm(20)  # a hang (the bug) fails the test instead of blocking it
+        try:
+            os._exit(0 if "Say the word" in str(env.reset(seed=1)) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "Say the word" in str(env.reset(seed=2))  # the parent's connection is untouched
+
+
+def test_close_closes_every_session_and_stops_the_loop(caplog: pytest.LogCaptureFixture) -> None:
+    from mcpgym.trl._runtime import Session, runtime
+
+    closed: list[str] = []
+
+    class Exits:
+        def __init__(self, name: str, error: Exception | None = None) -> None:
+            self.name, self.error = name, error
+
+        async def __aenter__(self) -> Exits:
+            return self
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            closed.append(self.name)
+            if self.error is not None:
+                raise self.error
+
+    for env in (Exits("gone", ConnectionError("server already gone")), Exits("fine")):
+        runtime._sessions.append(Session(runtime, env))  # type: ignore[arg-type]
+    mcpgym.trl.close()
+    assert closed == ["gone", "fine"] and runtime._portal is None and runtime._sessions == []
+    assert "closing a connection failed" in caplog.text
+
+
+def test_an_infrastructure_failure_leaves_the_episode_unscored() -> None:
+    env = mcpgym.trl.environment_class(Echo)()
+    env.reset(seed=0)
+    assert env._session is not None
+    env._session.call(env._session.env.close_episode)  # as if the server restarted under the episode
+    with pytest.raises(Exception) as raised:
+        env.echo_message(message="hi")  # type: ignore[attr-defined]
+    assert not isinstance(raised.value, mcpgym.trl.EnvironmentToolError)
+    assert env.failed and env.get_reward() is None
+    env.reset(seed=1)
+    assert not env.failed and env.get_reward() == 0.0
+
+
+def test_a_structured_only_result_is_shown_as_json() -> None:
+    from harness import rollout
+
+    result = types.CallToolResult(content=[], structured_content={"rows": [1, 2]})
+    assert mcpgym.trl.tool_text(result) == '{"rows": [1, 2]}'
+    assert rollout.tool_text is mcpgym.trl.tool_text  # type: ignore[attr-defined]  # the model reads the same text in training and in rollouts
+
+
 def _run_in_child(factory: mcpgym.trl.EnvironmentFactory) -> tuple[str, str | None, str]:
     env = factory()
     first = env.reset(seed=0)
@@ -498,6 +588,7 @@ def test_public_names() -> None:
         "close",
         "dataset",
         "environment_class",
+        "tool_text",
     ]
 
 

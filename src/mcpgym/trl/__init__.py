@@ -26,6 +26,7 @@ from mcpgym.trl._environment import (
     MCPEnvironment,
     ToolCallError,
     environment_class,
+    tool_text,
 )
 from mcpgym.trl._factory import EnvironmentFactory, dataset
 from mcpgym.trl._runtime import runtime as _runtime
@@ -45,4 +46,5 @@ __all__ = [
     "close",
     "dataset",
     "environment_class",
+    "tool_text",
 ]

@@ -19,7 +19,11 @@ The TRL contract (trl 1.16, `GRPOTrainer(environment_factory=...)`), which this 
   `{"error": message}`: an `isError` result raises `ToolCallError` with the text an MCP
   agent would see, and a call after the episode is done raises `EpisodeOverError`.
 - `get_reward()` is called once per finished rollout: the episode's return so far (the sum
-  of the step rewards from each result's `_meta`).
+  of the step rewards from each result's `_meta`), or None when the environment itself failed
+  during the episode (an `MCPError`, a lost connection: any exception from a tool call other
+  than the `EnvironmentToolError`s below). TRL turns None into NaN, and a completion whose
+  every reward is NaN is unscorable: left out of its group's baseline, advantage 0. Such a
+  failure is also raised to TRL, which shows it to the model as a failed call.
 
 Errors (what a tool method raises, for TRL to count as a failed call):
 
@@ -82,19 +86,26 @@ class MCPEnvironment:
         self._steps = 0
         self._done = False
         self._running = False
+        self._failed = False
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
-        if self._session is None:
+        if self._session is None or not self._session.alive:  # first use, mcpgym.trl.close(), or a fork
             self._session = runtime.open(self._target, self._connect_options)
         first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
-        self._return, self._steps, self._done, self._running = 0.0, 0, False, True
+        self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
         text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
 
-    def get_reward(self) -> float:
-        """The episode's return: the sum of its step rewards (0.0 before any step)."""
-        return self._return
+    def get_reward(self) -> float | None:
+        """The episode's return: the sum of its step rewards (0.0 before any step); None when
+        the environment failed during the episode, so TRL does not score it."""
+        return None if self._failed else self._return
+
+    @property
+    def failed(self) -> bool:
+        """The environment (not the model) failed during the current episode."""
+        return self._failed
 
     @property
     def done(self) -> bool:
@@ -122,13 +133,20 @@ class MCPEnvironment:
             raise EnvironmentToolError("No episode is running: the trainer must call reset() first.")
         if self._done:
             raise EpisodeOverError("The episode is over: stop calling tools and give your final answer.")
-        result = self._session.call(self._session.env.call_tool, name, arguments)
+        try:
+            if not self._session.alive:  # its loop is gone: a call would raise or hang forever
+                raise RuntimeError("The environment connection was closed; reset() opens a new one.")
+            result = self._session.call(self._session.env.call_tool, name, arguments)
+        except Exception:
+            self._failed = True  # the infrastructure failed, not the model: the episode goes unscored
+            raise
         self._return += result.reward
         self._steps += 1
         self._done = result.done
+        text = tool_text(result.observation)
         if result.is_error:
-            raise ToolCallError(result.text or f"Tool {name!r} failed.")
-        return result.text
+            raise ToolCallError(text or f"Tool {name!r} failed.")
+        return text
 
 
 def environment_class(
@@ -197,9 +215,22 @@ def attribute_name(tool_name: str, taken: set[str]) -> str:
 
 def episode_options(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any] | None:
     options = row.get("options")
+    if isinstance(options, str):  # `dataset()` stores options as JSON text (an Arrow struct would reshape them)
+        options = json.loads(options)
     merged = dict(options) if isinstance(options, dict) else {}
     merged.update({c: row[c] for c in columns if c in row})
     return merged or None
+
+
+def tool_text(observation: Any) -> str:
+    """What an agent reads of a tool result: its text content, else its structured content as
+    JSON (so a structured-only result is not empty). The harness shows the same text."""
+    if not isinstance(observation, types.CallToolResult):
+        return ""
+    text = "\n".join(c.text for c in observation.content if isinstance(c, types.TextContent))
+    if not text and observation.structured_content is not None:
+        text = json.dumps(observation.structured_content)
+    return text
 
 
 def observation_text(observation: Any) -> str | None:

@@ -5,6 +5,7 @@ Layer: top, beside `_environment`. `datasets` is imported only when a dataset is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,8 @@ def dataset(
     system: str | None = None,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> Dataset:
-    """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given.
+    """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given
+    (stored as JSON text, so rows may differ in keys and types).
 
     TRL repeats each row for the G rollouts of a group, and the generated `reset` starts
     each from the row's `seed` and `options`: one group, one start state. `seeds` is a count
@@ -61,19 +63,27 @@ def dataset(
     instructions; `reset` appends the first observation to it.
     """
     try:
-        from datasets import Dataset
+        import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("mcpgym.trl.dataset needs the `datasets` package: pip install 'mcpgym[trl]'") from exc
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     text = prompt if prompt is not None else _instructions(env)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
     rows: dict[str, list[Any]] = {"prompt": [messages] * len(seed_list), "seed": seed_list}
-    if options is not None:
-        per_row = [dict(options)] * len(seed_list) if isinstance(options, Mapping) else [dict(o) for o in options]
-        if len(per_row) != len(seed_list):
-            raise ValueError(f"options has {len(per_row)} entries for {len(seed_list)} seeds: give one per seed")
+    if options is None:
+        return datasets.Dataset.from_dict(rows)
+    per_row = [dict(options)] * len(seed_list) if isinstance(options, Mapping) else [dict(o) for o in options]
+    if len(per_row) != len(seed_list):
+        raise ValueError(f"options has {len(per_row)} entries for {len(seed_list)} seeds: give one per seed")
+    # Stored as JSON text: an Arrow struct column would add every key to every row (as None) and
+    # refuse a key whose type differs between rows (task ids 3 and "HumanEval/3"). datasets' `Json`
+    # feature (where it exists) decodes the text back to the dict on access; `reset` decodes plain text.
+    rows["options"] = [json.dumps(o) for o in per_row]
+    features = datasets.Dataset.from_dict(rows).features
+    if hasattr(datasets, "Json"):
+        features["options"] = datasets.Json()
         rows["options"] = per_row
-    return Dataset.from_dict(rows)
+    return datasets.Dataset.from_dict(rows, features=features)
 
 
 def _instructions(env: type[MCPEnvironment] | EnvironmentFactory | Target) -> str:

@@ -14,6 +14,7 @@ client, then the loop. A forked child starts its own portal on first use.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from mcpgym._connect import Target, connect
 from mcpgym._env import AsyncEnv
+
+log = logging.getLogger("mcpgym.trl")
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -36,8 +39,15 @@ class Session:
         self.env = env
         self._runtime = runtime
         self._portal = runtime.portal()
+        self._pid = os.getpid()
         self._cm: AbstractContextManager[AsyncEnv] | None = self._portal.wrap_async_context_manager(env)
         self._cm.__enter__()
+
+    @property
+    def alive(self) -> bool:
+        """Open, and in this process: after `close()` (or `mcpgym.trl.close()`) or in a forked
+        child, its portal is gone and a call would raise or hang forever."""
+        return self._cm is not None and self._pid == os.getpid()
 
     def call(self, fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
         return self._portal.call(fn, *args)
@@ -58,12 +68,18 @@ class Runtime:
         self._portal: BlockingPortal | None = None
         self._pid = 0
         self._sessions: list[Session] = []
+        self._forked_from: list[ExitStack] = []
         atexit.register(self.close)
 
     def portal(self) -> BlockingPortal:
         with self._lock:
             if self._portal is None or self._pid != os.getpid():
-                self._sessions.clear()  # after a fork they belong to the parent's loop
+                if self._portal is not None and self._pid != os.getpid():
+                    # After a fork the sessions and the portal belong to the parent's loop, whose
+                    # thread is not in this process. Keep its stack referenced: collected, it would
+                    # close the portal's generator, which waits forever for that thread.
+                    self._forked_from.append(self._stack)
+                    self._sessions.clear()
                 self._stack = ExitStack()
                 self._portal = self._stack.enter_context(start_blocking_portal(name="mcpgym-trl"))
                 self._pid = os.getpid()
@@ -84,14 +100,20 @@ class Runtime:
                 self._sessions.remove(session)
 
     def close(self) -> None:
-        """Close every open session, then stop the loop (idempotent; also run at exit)."""
+        """Close every open session, then stop the loop (idempotent; also run at exit). A session
+        that fails to close is logged, and the others are closed all the same."""
         if self._pid != os.getpid():
             return
-        for session in list(self._sessions):
-            session.close()
-        with self._lock:
-            stack, self._stack, self._portal = self._stack, ExitStack(), None
-        stack.close()
+        try:
+            for session in list(self._sessions):
+                try:
+                    session.close()
+                except Exception:  # a server already gone must not keep the others (or the loop) open
+                    log.warning("mcpgym.trl: closing a connection failed", exc_info=True)
+        finally:
+            with self._lock:
+                stack, self._stack, self._portal = self._stack, ExitStack(), None
+            stack.close()
 
 
 runtime = Runtime()
