@@ -80,6 +80,7 @@ class PoolEnv(AsyncEnv):
         self.read_timeout = read_timeout if read_timeout is not None else pool.read_timeout
         self.headers = {**pool.headers, **(headers or {})}
         self._links: dict[int, _Link] = {}  # id(replica) -> its open connection
+        self._connecting: dict[int, anyio.Lock] = {}  # id(replica) -> held while its link opens
         self._held: dict[str, Replica] = {}  # episode id -> the replica that holds it
         self._lost: dict[str, str] = {}  # episode id -> why it was truncated
         self._tg: TaskGroup | None = None
@@ -112,16 +113,27 @@ class PoolEnv(AsyncEnv):
 
     async def _link(self, replica: Replica) -> _Link:
         link = self._links.get(id(replica))
-        if link is None:
-            if self._tg is None:
-                raise RuntimeError("not connected: use `async with pool.connect() as env:`")
+        if link is not None:
+            return link
+        if self._tg is None:
+            raise RuntimeError("not connected: use `async with pool.connect() as env:`")
+        # One connection per replica: concurrent first requests wait for the one being opened
+        # (a second holder would replace the first in `_links`, which then never stops).
+        lock = self._connecting.setdefault(id(replica), anyio.Lock())
+        waited = lock.locked()
+        async with lock:
+            link = self._links.get(id(replica))
+            if link is not None:
+                return link
+            if waited and not replica.live:  # the attempt we waited for failed: no second one
+                raise _ReplicaLost(replica.error or "could not connect")
             try:
-                link = await self._tg.start(self._hold, replica)
+                started: _Link = await self._tg.start(self._hold, replica)
             except* (MCPError, *_TRANSPORT_ERRORS) as group:
                 reason = f"could not connect: {group.exceptions[0]}"
                 self.pool.mark_down(replica, reason)
                 raise _ReplicaLost(reason) from group
-        return link
+            return started
 
     async def _hold(self, replica: Replica, *, task_status: TaskStatus[_Link]) -> None:
         """Open a connection to `replica` and keep it until stopped or broken."""
