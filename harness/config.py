@@ -29,6 +29,7 @@ import shutil
 import site
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,31 +106,52 @@ def default_file(client: str) -> Path:
     return Path(".mcp.json")
 
 
-def merge(path: Path, name: str, entry: Entry) -> Path | None:
+def merge(path: Path, name: str, entry: Entry, *, force: bool = False) -> Path | None:
     """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else.
 
-    The old file is copied to `<path>.bak` first (returned), and the new one replaces it
-    atomically (written beside it, then renamed), so a crash never leaves half a config.
+    A different entry already under `name` is replaced only with `force`. The old file is
+    copied to `<path>.bak` first (returned; an existing `.bak` is kept and the copy gets a
+    timestamp), and the new one replaces it atomically (written beside it, then renamed), so a
+    crash never leaves half a config. A symlinked config (dotfiles) is written through, and the
+    file keeps its mode.
     """
+    path = path.resolve()  # replace the file a symlink points to, not the symlink
     config = _read(path)
     servers = config.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: mcpServers is not an object; fix it by hand first")
+    if servers.get(name, entry) != entry and not force:
+        raise ConfigError(
+            f"{path} already has a different mcpServers[{name!r}]: pass --force to replace it, or --name to add another"
+        )
     servers[name] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if path.exists():
-        backup = path.with_name(path.name + ".bak")
+        backup = _backup_path(path)
         shutil.copy2(path, backup)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             json.dump(config, file, indent=2)
             file.write("\n")
+        if backup is not None:
+            shutil.copymode(backup, tmp)  # mkstemp's 0600 would lock out whoever could read it before
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)  # a failed write leaves the old config untouched and no stray temp file
         raise
+    return backup
+
+
+def _backup_path(path: Path) -> Path:
+    """`<path>.bak`, or a timestamped name beside it when that exists (it may be the only good copy)."""
+    backup = path.with_name(path.name + ".bak")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    n = 0
+    while backup.exists():
+        n += 1
+        backup = path.with_name(f"{path.name}.bak.{stamp}" + (f".{n}" if n > 1 else ""))
     return backup
 
 
@@ -199,6 +221,7 @@ def register(sub: Any) -> None:
     c.add_argument("--name", default=None, help="the server's name in the client (default: from TARGET)")
     c.add_argument("--record", default=None, metavar="DIR", help="the server records every episode under DIR")
     c.add_argument("--write", action="store_true", help="merge into the client's config file instead of printing")
+    c.add_argument("--force", action="store_true", help="with --write: replace a different entry of the same name")
     c.add_argument("--file", default=None, help="the config file to write (default: the client's own)")
 
 
@@ -217,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     path = Path(args.file) if args.file else default_file(args.client)
-    backup = merge(path, name, entry)
+    backup = merge(path, name, entry, force=args.force)
     print(
         f"wrote mcpServers[{name!r}] to {path}" + (f" (previous file kept as {backup})" if backup else ""),
         file=sys.stderr,

@@ -128,11 +128,37 @@ def test_write_merges_without_clobbering(tmp_path: Path, cli: Cli) -> None:
     assert after["mcpServers"]["coding"]["args"] == ["-m", "servers.coding"]
     assert json.loads((tmp_path / ".mcp.json.bak").read_text()) == before
 
-    config.merge(path, "coding", {"type": "http", "url": "http://127.0.0.1:9/mcp"})  # again: replaces that entry
+    first = path.read_text()
+    config.merge(path, "coding", {"type": "http", "url": "http://127.0.0.1:9/mcp"}, force=True)  # replaces it
     servers = json.loads(path.read_text())["mcpServers"]
     assert servers["coding"] == {"type": "http", "url": "http://127.0.0.1:9/mcp"}
     assert set(servers) == {"other", "coding"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".mcp.json", ".mcp.json.bak"]  # no temp file left
+    bak, stamped = sorted(p.name for p in tmp_path.iterdir() if p.name != ".mcp.json")  # no temp file left
+    assert bak == ".mcp.json.bak" and json.loads((tmp_path / bak).read_text()) == before  # never overwritten
+    assert stamped.startswith(".mcp.json.bak.") and (tmp_path / stamped).read_text() == first
+
+
+def test_write_refuses_to_replace_a_different_entry(tmp_path: Path, cli: Cli) -> None:
+    path = tmp_path / ".mcp.json"
+    theirs = {"mcpServers": {"coding": {"command": "node", "args": ["their-coding-server.js"]}}}
+    path.write_text(json.dumps(theirs))
+    out = cli("claude-code", "servers.coding", "--write", "--file", str(path))
+    assert out.returncode != 0 and "--force" in out.stderr and json.loads(path.read_text()) == theirs
+    assert cli("claude-code", "servers.coding", "--write", "--file", str(path), "--force").returncode == 0
+    assert json.loads(path.read_text())["mcpServers"]["coding"]["args"] == ["-m", "servers.coding"]
+    assert cli("claude-code", "servers.coding", "--write", "--file", str(path)).returncode == 0  # same entry: fine
+
+
+def test_write_goes_through_a_symlink_and_keeps_the_mode(tmp_path: Path, cli: Cli) -> None:
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text("{}")
+    real.chmod(0o640)
+    link = tmp_path / ".mcp.json"
+    link.symlink_to(real)
+    assert cli("claude-code", "servers.coding", "--write", "--file", str(link)).returncode == 0
+    assert link.is_symlink() and "coding" in json.loads(real.read_text())["mcpServers"]
+    assert real.stat().st_mode & 0o777 == 0o640
 
 
 def test_write_creates_claude_desktops_file(tmp_path: Path, cli: Cli) -> None:
