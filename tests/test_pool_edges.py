@@ -30,3 +30,27 @@ async def test_concurrent_first_requests_share_one_link_and_the_env_closes(serve
                 for _ in range(4):
                     tg.start_soon(env.list_tools)
             assert len(env._links) == 1
+
+
+async def test_a_connect_cancelled_or_failing_in_its_first_refresh_leaves_no_scope_open() -> None:
+    started = anyio.Event()
+
+    async def hanging() -> list[str]:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def connect(pool: Pool) -> None:
+        async with pool.connect():
+            raise AssertionError("connected without a refresh")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(connect, Pool(discover=hanging))
+        await started.wait()
+        tg.cancel_scope.cancel()
+
+    async def failing() -> list[str]:
+        raise OSError("discovery failed")
+
+    with pytest.raises(OSError, match="discovery failed"):
+        await connect(Pool(discover=failing))

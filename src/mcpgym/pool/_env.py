@@ -95,11 +95,13 @@ class PoolEnv(AsyncEnv):
     # -- connection lifecycle ------------------------------------------------------------------
 
     async def _connect(self) -> None:
+        # First, while nothing is open: a refresh cancelled or failing after the task group was
+        # detached below would leave its cancel scope entered on the caller's task.
+        await self.pool.refresh()
         async with AsyncExitStack() as stack:
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._stop_links)  # runs first on exit: the holders end, then the group
             self._stack = stack.pop_all()
-        await self.pool.refresh()
 
     async def _disconnect(self) -> None:
         stack, self._stack = self._stack, None
