@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -16,7 +18,7 @@ import pytest
 import mcpgym
 from servers.coding import Limits, Sandbox, Task, _uids
 from servers.coding._grader import _Zygote, grader
-from servers.coding._interpreter import Verdict, grade
+from servers.coding._interpreter import Interpreter, Verdict, grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -141,3 +143,17 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
     assert held not in (first, second) and held + 1 not in (first, second) and first != second
     sandbox.release_uid(first)
     sandbox.release_uid(second)
+
+
+@pytest.mark.skipif(not SANDBOX.protections.own_uid or shutil.which("unshare") is None, reason="unshare needs root")
+async def test_the_cpu_limit_fires_under_unshare_where_the_worker_would_be_pid_1(tmp_path: Path) -> None:
+    """A pid namespace's init gets no default-action signals (SIGXCPU included) from inside it."""
+    sandbox = Sandbox(Limits(timeout=10.0, cpu_seconds=1), "unshare")
+    os.chmod(tmp_path, 0o777)
+    interpreter = Interpreter(sandbox, tmp_path, None)  # the server's uid: see the RFC on /root/.pyenv
+    try:
+        assert (await interpreter.run("import os\nos.getpid() != 1")).text.strip() == "True"
+        busy = await interpreter.run("while True:\n    pass")
+        assert busy.is_error and "SIGXCPU" in busy.text, busy.text
+    finally:
+        await interpreter.close()

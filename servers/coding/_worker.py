@@ -98,7 +98,25 @@ def _flush() -> None:
             continue  # user code closed or broke the stream; the marker goes to fd 1 regardless
 
 
+def _leave_init() -> None:
+    """Under `unshare --fork` the worker is its pid namespace's init, which the kernel spares
+    every signal whose action is the default (SIGXCPU: the CPU limit would never fire). So fork:
+    the child is the worker, the parent stays init, reaps orphans and exits as the worker did."""
+    global _MAIN_PID
+    worker = os.fork()
+    if worker == 0:
+        _MAIN_PID = os.getpid()
+        return
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == worker:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as bwrap reports
+
+
 def main(config: dict[str, Any]) -> None:
+    if os.getpid() == 1:
+        _leave_init()
     requests = os.fdopen(os.dup(0), "rb")
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
