@@ -46,6 +46,7 @@ class ScriptedEndpoint:
     def __init__(self, hang_limit: float = 60.0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.release = anyio.Event()
+        self.received = anyio.Event()  # set by the first request: tests wait on it, never sleep
         self.hang_limit = hang_limit
         self._seen: Counter[str] = Counter()
 
@@ -63,6 +64,7 @@ class ScriptedEndpoint:
     async def chat(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        self.received.set()
         model = str(body.get("model"))
         self._seen[model] += 1
         if model == "flaky" and self._seen[model] <= len(_FLAKY):

@@ -44,7 +44,12 @@ def dispatch(args: argparse.Namespace) -> None:
     """Run a harness subcommand (exits with its status)."""
     try:
         if args.command == "rollout":
-            sys.exit(anyio.run(_rollout, args))
+            finished: list[Trajectory] = []
+            try:
+                sys.exit(anyio.run(_rollout, args, finished))
+            except KeyboardInterrupt:  # the episodes that finished are written; say what they were
+                print(summary(finished, args.out) + "\ninterrupted", file=sys.stderr)
+                sys.exit(130)
         from harness.config import run as run_config
 
         sys.exit(run_config(args))
@@ -65,8 +70,8 @@ def _register_rollout(sub: Any) -> None:
     p.add_argument("--model", required=True, help="model name sent to the endpoint")
     p.add_argument("--base-url", required=True, help="chat-completions base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV}; local servers need none)")
-    p.add_argument("--episodes", type=int, default=1, help="episodes to play (%(default)s)")
-    p.add_argument("--concurrency", type=int, default=8, help="episodes played at once (%(default)s)")
+    p.add_argument("--episodes", type=_positive, default=1, help="episodes to play (%(default)s)")
+    p.add_argument("--concurrency", type=_positive, default=8, help="episodes played at once (%(default)s)")
     p.add_argument("--max-turns", type=int, default=20, help="model replies per episode before it is cut (%(default)s)")
     p.add_argument("--seed", type=int, default=None, help="episode i is reset with seed SEED+i")
     p.add_argument(
@@ -79,13 +84,35 @@ def _register_rollout(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="completion tokens per model reply")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one model reply (%(default)s)")
     p.add_argument("--episode-timeout", type=float, default=None, help="seconds one episode may take in all")
-    p.add_argument("--retries", type=int, default=6, help="attempts per request on connect errors, 429 and 5xx")
+    p.add_argument(
+        "--retries",
+        type=_non_negative,
+        default=6,
+        help="extra attempts per request on connect errors, 429 and 5xx (%(default)s; 0: try once)",
+    )
     p.add_argument("--system", default=SYSTEM_PROMPT, help="system prompt ('' for none)")
     p.add_argument("--out", default=None, metavar="FILE.jsonl", help="append each trajectory here as it finishes")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
 
-async def _rollout(args: argparse.Namespace) -> int:
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
     options = _options(args.options)
     policy = OpenAIPolicy(
         args.base_url,
@@ -94,7 +121,7 @@ async def _rollout(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         timeout=args.timeout,
-        backoff=Backoff(attempts=args.retries),
+        backoff=Backoff(attempts=args.retries + 1),  # retries are extra attempts
     )
     async with policy:
         trajectories = await rollout(
@@ -108,6 +135,7 @@ async def _rollout(args: argparse.Namespace) -> int:
             system_prompt=args.system or None,
             episode_timeout=args.episode_timeout,
             out=args.out,
+            on_trajectory=finished.append,
             progress=not args.no_progress,
         )
     print(summary(trajectories, args.out), file=sys.stderr)

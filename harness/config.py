@@ -50,6 +50,8 @@ def server_entry(
     if url is None and target.startswith(("http://", "https://")):
         url = target
     if url is not None:
+        if record is not None or server_args:  # they configure a server we would launch, and we do not
+            raise ConfigError("--record and --server-args configure a launched server, not a URL: set them on it")
         if client == "claude-code":
             return {"type": "http", "url": url}
         if client == "claude-desktop":

@@ -20,7 +20,7 @@ import httpx2
 from harness.errors import EndpointError, EndpointTimeout
 from harness.policy import tool_call
 from harness.retry import Backoff, retry_after_seconds
-from harness.types import AssistantTurn, Message, ToolSpec, Usage
+from harness.types import AssistantTurn, Message, ToolCall, ToolSpec, Usage
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -45,6 +45,8 @@ class OpenAIPolicy:
         backoff: Backoff | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
+        if not base_url.startswith(("http://", "https://")):  # else every request fails and is retried for ages
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.backoff = backoff if backoff is not None else Backoff()
@@ -102,23 +104,49 @@ class OpenAIPolicy:
 
 
 def parse_completion(body: dict[str, Any]) -> AssistantTurn:
-    """`choices[0].message` and `usage` of a chat completion as an `AssistantTurn`."""
+    """`choices[0].message` and `usage` of a chat completion as an `AssistantTurn`. A reply that
+    is not one raises `EndpointError`; a tool call without an id gets `call_{i}`."""
     try:
         choice = body["choices"][0]
         message = choice["message"]
-        calls = [
-            tool_call(c["id"], c["function"]["name"], c["function"].get("arguments") or "")
-            for c in message.get("tool_calls") or []
-        ]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise EndpointError(f"not a chat completion (missing {exc}): {str(body)[:300]}") from None
-    usage = body.get("usage") or {}
-    return AssistantTurn(
-        content=message.get("content"),
-        tool_calls=calls,
-        usage=Usage(**{k: int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}),
-        finish_reason=choice.get("finish_reason"),
-    )
+        calls = [_tool_call(i, c) for i, c in enumerate(message.get("tool_calls") or [])]
+        return AssistantTurn(
+            content=_content(message.get("content")),
+            tool_calls=calls,
+            usage=_usage(body.get("usage")),
+            finish_reason=choice.get("finish_reason"),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:  # ValidationError is a ValueError
+        reason = f"missing {exc}" if isinstance(exc, KeyError | IndexError) else _first_line(exc)
+        raise EndpointError(f"not a chat completion ({reason}): {str(body)[:300]}") from None
+
+
+def _tool_call(index: int, call: dict[str, Any]) -> ToolCall:
+    function = call["function"]
+    if not isinstance(function.get("name"), str):
+        raise TypeError(f"tool call {index} has no function name")
+    # Some servers omit the id; the tool message must still answer the call by one.
+    return tool_call(call.get("id") or f"call_{index}", function["name"], function.get("arguments") or "")
+
+
+def _content(content: Any) -> str | None:
+    """Text, or the text parts of a list of content parts (some servers reply that way)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    raise TypeError(f"message content is a {type(content).__name__}")
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()  # optional, and some servers send [] or null
+    counts = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    return Usage(**{k: v if isinstance(v, int) and not isinstance(v, bool) else 0 for k, v in counts.items()})
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _json_object(response: httpx2.Response) -> dict[str, Any]:

@@ -19,6 +19,10 @@ class Backoff:
     base: float = 0.5
     cap: float = 20.0
 
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"Backoff needs attempts >= 1 (the first try counts), got {self.attempts}")
+
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number `retry` (0-based). A server's Retry-After wins
         when it asks for longer, but never beyond the cap."""

@@ -3,7 +3,9 @@ what reconnects, malformed endpoint replies, and CLI flags."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,13 @@ import pytest
 
 import harness
 import mcpgym
+from harness import _scripted, config
+from harness.openai import parse_completion
 from harness.policy import tool_call
 from harness.types import AssistantTurn, Message, ToolSpec, Trajectory
+from mcpgym import _cli as mcpgym_cli
 from servers.echo import Echo
+from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +157,93 @@ async def test_an_environment_failure_reconnects() -> None:
     trajectories = await harness.rollout(target, say_bye, episodes=4, concurrency=1, seed=0)
     assert [t.status for t in trajectories] == ["ok", "failed", "ok", "failed"]
     assert target.opened == 2  # the first, and a fresh one for episode 2 (opened lazily: none after 3)
+
+
+def test_backoff_needs_one_attempt() -> None:
+    with pytest.raises(ValueError, match="attempts >= 1"):
+        harness.Backoff(attempts=0)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"choices": [{"message": None}]}, "NoneType"),
+        ({"choices": [{"message": {"content": 3}}]}, "content is a int"),
+        ({"choices": [{"message": {"tool_calls": [{"id": "1", "function": {"name": None}}]}}]}, "no function name"),
+        ({"choices": [{"message": {"tool_calls": [{"id": 1, "function": {"name": "f"}}]}}]}, "validation error"),
+    ],
+)
+def test_a_malformed_reply_is_an_endpoint_error(body: dict[str, Any], reason: str) -> None:
+    with pytest.raises(harness.EndpointError, match="not a chat completion") as raised:
+        parse_completion(body)
+    assert reason in str(raised.value)
+
+
+def test_lenient_replies_parse() -> None:
+    parts = {"content": [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}
+    assert parse_completion({"choices": [{"message": parts}]}).content == "hi there"
+    bad_usage = {"prompt_tokens": None, "completion_tokens": "n/a", "total_tokens": 5}
+    turn = parse_completion({"choices": [{"message": {"content": "x"}}], "usage": bad_usage})
+    assert turn.usage == harness.Usage(total_tokens=5)
+    assert parse_completion({"choices": [{"message": {"content": "x"}}], "usage": []}).usage == harness.Usage()
+    calls = [{"function": {"name": "f", "arguments": "{}"}}, {"function": {"name": "g"}}]
+    turn = parse_completion({"choices": [{"message": {"tool_calls": calls}}]})
+    assert [(c.id, c.name) for c in turn.tool_calls] == [("call_0", "f"), ("call_1", "g")]
+
+
+def test_a_base_url_without_a_scheme_is_refused() -> None:
+    with pytest.raises(ValueError, match="http://"):
+        harness.OpenAIPolicy("localhost:8000/v1", "m")
+
+
+def test_rollout_flags_are_validated(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["rollout", "servers.echo:Echo", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+    for flags in (["--episodes", "0"], ["--concurrency", "-1"], ["--retries", "-1"], ["--episodes", "x"]):
+        with pytest.raises(SystemExit) as exit:
+            mcpgym_cli.main([*base, *flags])
+        assert exit.value.code == 2, flags
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+async def test_no_retries_means_one_attempt(tmp_path: Path) -> None:
+    out = tmp_path / "x.jsonl"
+    async with serve_app(_scripted.ScriptedEndpoint().app()) as base:
+        argv = ["mcpgym", "rollout", "servers.echo:Echo", "--model", "solve", "--base-url", f"{base}/v1"]
+        code = await anyio.to_thread.run_sync(_exit_code, [*argv, "--retries", "0", "--out", str(out)])
+    (t,) = harness.read_rollout(out)
+    assert code == 0 and t.status == "ok"  # not "AssertionError: unreachable"
+
+
+def _exit_code(argv: list[str]) -> object:
+    with pytest.raises(SystemExit) as exit:
+        mcpgym_cli.main(argv[1:])
+    return exit.value.code
+
+
+@pytest.mark.parametrize("flag", [["--record", "runs"], ["--server-args=--partial-credit"]])
+def test_server_flags_with_a_url_are_refused(flag: list[str]) -> None:
+    with pytest.raises(harness.ConfigError, match="launched server"):
+        config.server_entry("claude-code", "servers.coding", url="http://127.0.0.1:9/mcp", **_config_kwargs(flag))
+
+
+def _config_kwargs(flag: list[str]) -> dict[str, Any]:
+    return {"record": flag[1]} if flag[0] == "--record" else {"server_args": ["--partial-credit"]}
+
+
+async def test_ctrl_c_prints_what_finished_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "x.jsonl"
+    endpoint = _scripted.ScriptedEndpoint()
+    async with serve_app(endpoint.app()) as base:
+        argv = [sys.executable, "-m", "mcpgym", "rollout", "servers.echo:Echo", "--model", "hang"]
+        argv += ["--base-url", f"{base}/v1", "--episodes", "2", "--concurrency", "1", "--out", str(out)]
+        async with await anyio.open_process(argv) as process:
+            assert process.stderr is not None
+            with anyio.fail_after(60):
+                await endpoint.received.wait()  # the first episode is waiting on the model
+            process.send_signal(signal.SIGINT)
+            stderr = b""
+            async for chunk in process.stderr:
+                stderr += chunk
+            endpoint.release.set()
+        assert await process.wait() == 130, stderr.decode()
+    assert b"0 episodes" in stderr and b"interrupted" in stderr

@@ -548,11 +548,11 @@ def test_an_infrastructure_failure_leaves_the_episode_unscored() -> None:
 
 
 def test_a_structured_only_result_is_shown_as_json() -> None:
-    from harness import rollout
+    rollout = importlib.import_module("harness.rollout")  # `harness.rollout` the attribute is the function
 
     result = types.CallToolResult(content=[], structured_content={"rows": [1, 2]})
     assert mcpgym.trl.tool_text(result) == '{"rows": [1, 2]}'
-    assert rollout.tool_text is mcpgym.trl.tool_text  # type: ignore[attr-defined]  # the model reads the same text in training and in rollouts
+    assert rollout.tool_text is mcpgym.trl.tool_text  # the model reads the same text in training and in rollouts
 
 
 def _run_in_child(factory: mcpgym.trl.EnvironmentFactory) -> tuple[str, str | None, str]:
