@@ -19,6 +19,7 @@ import mcpgym
 from servers.coding import Limits, Sandbox, Task, _uids
 from servers.coding._grader import _Zygote, grader
 from servers.coding._interpreter import Interpreter, Verdict, grade
+from servers.coding._workspace import Workspace
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -157,3 +158,23 @@ async def test_the_cpu_limit_fires_under_unshare_where_the_worker_would_be_pid_1
         assert busy.is_error and "SIGXCPU" in busy.text, busy.text
     finally:
         await interpreter.close()
+
+
+def deep_chain(root: Path, depth: int) -> None:
+    """`depth` nested directories (sandboxed code makes them with relative mkdir/chdir: no path limit)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+
+
+async def test_a_very_deep_tree_is_listed_to_a_depth_limit_and_removed() -> None:
+    workspace = Workspace(None, 1 << 16)
+    await anyio.to_thread.run_sync(deep_chain, workspace.root, 3000)
+    listing = workspace.list()
+    assert listing[0] == "d/" and "deeper than" in listing[-1] and len(listing) < 100
+    await workspace.remove()
+    assert not await anyio.Path(workspace.root).exists()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -189,7 +188,7 @@ class Grader:
             with anyio.CancelScope(shield=True):
                 if not shared:
                     await anyio.to_thread.run_sync(zygote.kill)  # its namespace, so no tree survives
-                shutil.rmtree(directory, ignore_errors=True)
+                remove_tree(directory)  # as deep as the submission made it
 
     async def _current(self, sandbox: Sandbox, loop: object) -> _Zygote:
         """The live zygote of this event loop, (re)started if needed (by one task; the others wait)."""

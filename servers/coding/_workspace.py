@@ -9,17 +9,16 @@ every path is walked one component at a time with `O_NOFOLLOW` from a directory 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import errno
 import functools
 import itertools
 import logging
 import os
-import shutil
 import stat
-import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +27,7 @@ import anyio
 logger = logging.getLogger("servers.coding")
 
 _MAX_LISTED = 1000
+_MAX_DEPTH = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -95,8 +95,8 @@ class Workspace:
     def list(self, path: str = ".") -> builtins.list[str]:
         """Entries under `path`, recursively, directories marked with a trailing `/`."""
         parts = [] if path.strip() in ("", ".", "./") else _parts(path)
-        with self._directory(parts, create=False) as dir_fd:
-            names = list(itertools.islice(_walk(dir_fd, ""), _MAX_LISTED + 1))
+        with self._directory(parts, create=False) as dir_fd, contextlib.closing(_walk(dir_fd, "")) as walk:
+            names = list(itertools.islice(walk, _MAX_LISTED + 1))
         if len(names) > _MAX_LISTED:
             names = [*names[:_MAX_LISTED], f"[... more than {_MAX_LISTED} entries; list a subdirectory ...]"]
         return names
@@ -165,16 +165,43 @@ def remove_tree(root: Path) -> None:
             _unmount(root)  # its content goes with it, however deep
             root.rmdir()
         except OSError as exc:
-            _report(None, str(root), exc)
+            logger.warning("could not remove %s: %s", root, exc)
         return
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(root, onexc=_report)
-    else:
-        shutil.rmtree(root, onerror=lambda fn, path, info: _report(fn, path, info[1]))
+    try:
+        _remove_tree(root)
+    except OSError as exc:
+        logger.warning("could not remove %s: %s", root, exc)
 
 
-def _report(_function: object, path: str, exc: BaseException) -> None:
-    logger.warning("could not remove %s: %s", path, exc)
+def _remove_tree(root: Path) -> None:
+    """Delete depth first holding one directory descriptor, without recursion (sandboxed code
+    can nest directories deeper than Python's recursion limit). Its processes are dead by now."""
+    fd = os.open(root, _DIR_FLAGS)
+    names: list[str] = []  # the path from `root` down to `fd`
+    try:
+        while True:
+            below = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        below = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if below is not None:
+                child = os.open(below, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(below)
+            elif names:
+                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                os.rmdir(names.pop(), dir_fd=fd)
+            else:
+                break
+    finally:
+        os.close(fd)
+    root.rmdir()
 
 
 def _parts(path: str) -> list[str]:
@@ -219,18 +246,36 @@ def _require_regular(path: str, fd: int) -> int:
     return info.st_size
 
 
-def _walk(dir_fd: int, prefix: str) -> Iterator[str]:
-    with os.scandir(dir_fd) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
+def _walk(dir_fd: int, prefix: str) -> Generator[str, None, None]:
+    """Entries under `dir_fd`, depth first, sorted; not below `_MAX_DEPTH` levels (iterative:
+    sandboxed code can nest directories deeper than Python's recursion limit)."""
+    stack: list[tuple[int, Iterator[os.DirEntry[str]], str]] = [(dir_fd, _entries(dir_fd), prefix)]
+    try:
+        while stack:
+            fd, entries, prefix = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                if fd != dir_fd:
+                    os.close(fd)
+                continue
             name = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):
-                yield name + "/"
-                child = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
-                try:
-                    yield from _walk(child, name + "/")
-                finally:
-                    os.close(child)
-            elif entry.is_symlink():
+            if entry.is_symlink():
                 yield f"{name} -> (symbolic link, not followed)"
-            else:
+            elif not entry.is_dir(follow_symlinks=False):
                 yield name
+            elif len(stack) >= _MAX_DEPTH:
+                yield f"{name}/ [... deeper than {_MAX_DEPTH} levels: list this directory ...]"
+            else:
+                yield name + "/"
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                stack.append((child, _entries(child), name + "/"))
+    finally:
+        for fd, _, _ in stack:
+            if fd != dir_fd:
+                os.close(fd)
+
+
+def _entries(fd: int) -> Iterator[os.DirEntry[str]]:
+    with os.scandir(fd) as entries:
+        return iter(sorted(entries, key=lambda e: e.name))
