@@ -178,3 +178,19 @@ async def test_a_very_deep_tree_is_listed_to_a_depth_limit_and_removed() -> None
     assert listing[0] == "d/" and "deeper than" in listing[-1] and len(listing) < 100
     await workspace.remove()
     assert not await anyio.Path(workspace.root).exists()
+
+
+async def test_a_cancelled_call_kills_the_interpreter_instead_of_leaving_it_busy(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o777)
+    interpreter = Interpreter(SANDBOX, tmp_path, None)
+    try:
+        await interpreter.run("x = 1")  # the worker is up: the next request goes straight down its pipe
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(interpreter.run, "while True:\n    pass")
+            await anyio.wait_all_tasks_blocked()  # sent; waiting for the answer
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(QUICK.timeout / 2):  # not stuck behind the old loop until the timeout
+            after = await interpreter.run("1 + 1")
+        assert not after.is_error and "fresh interpreter" in after.text and after.text.endswith("2\n")
+    finally:
+        await interpreter.close()

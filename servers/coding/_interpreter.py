@@ -44,7 +44,11 @@ class Interpreter:
                 notice = f"[note: this is a fresh interpreter; {STATE_LOST}]\n"
                 self._restarted = False
             self._worker = await WorkerProcess.start(self.sandbox, self.workspace, self.uid)
-        execution = await self._worker.execute({"code": code})
+        try:
+            execution = await self._worker.execute({"code": code})
+        except BaseException:
+            self._restarted = True  # cancelled: the worker was killed with the call
+            raise
         if execution.ending is not Ending.DONE:
             self._restarted = True
         return _reply(execution, notice, self.sandbox)

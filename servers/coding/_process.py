@@ -86,6 +86,15 @@ class WorkerProcess:
         return cls(process, sandbox)
 
     async def execute(self, request: dict[str, object]) -> Execution:
+        try:
+            return await self._execute(request)
+        except BaseException:
+            # Cancelled (or failed) mid-call: the worker may still run this request, and would
+            # answer the next one only after it. It is killed; the next call starts a fresh one.
+            await self.kill()
+            raise
+
+    async def _execute(self, request: dict[str, object]) -> Execution:
         limits = self.sandbox.limits
         token = secrets.token_hex(8)
         output = _Output(limits.output_bytes)
