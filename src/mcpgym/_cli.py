@@ -102,7 +102,9 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
     options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
-    anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    if stopped_by is not None:
+        sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
 
 
 def run(

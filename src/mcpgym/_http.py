@@ -8,10 +8,13 @@ SDK's request-body limit.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.server import HANDLED_SIGNALS
 
 if TYPE_CHECKING:
     from mcpgym._server import GymServer
@@ -112,9 +116,10 @@ def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
 
 async def serve_http(
     app: ASGIApp, host: str, port: int, *, on_ready: Callable[[str], None] | None = None, **uvicorn_options: Any
-) -> None:
-    """Run `app` with uvicorn until cancelled; `on_ready(base_url)` runs once the socket listens
-    (with the real port, so `port=0` picks a free one)."""
+) -> int | None:
+    """Run `app` with uvicorn until cancelled or signalled; `on_ready(base_url)` runs once the
+    socket listens (with the real port, so `port=0` picks a free one). Returns the signal that
+    stopped it (SIGTERM, SIGINT), if one did."""
     # Keep-alive outlives the clients' idle expiry (httpx: 5 s), so an idle connection is always
     # dropped by the client first and never closed under a request it is about to send.
     options = {"log_level": "warning", "timeout_keep_alive": 65, "timeout_graceful_shutdown": 30, **uvicorn_options}
@@ -138,6 +143,7 @@ async def serve_http(
             await anyio.sleep_forever()
         finally:
             server.should_exit = True
+    return server.captured_signal
 
 
 class UvicornServer(uvicorn.Server):
@@ -147,6 +153,26 @@ class UvicornServer(uvicorn.Server):
         super().__init__(config)
         self.ready = anyio.Event()
 
+    @property
+    def captured_signal(self) -> int | None:
+        return self._captured_signals[-1] if self._captured_signals else None
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self.ready.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's, except for the end: after a graceful shutdown on SIGTERM/SIGINT uvicorn
+        re-raises the signal, which kills the process before `atexit` handlers run (an
+        environment's cleanup, e.g. unmounting its scratch filesystems). We only record it
+        (`serve_http` returns it), so the caller exits normally with status 128 + signal."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)

@@ -203,10 +203,10 @@ class GymServer:
         *,
         on_ready: Callable[[str], None] | None = None,
         **app_options: Any,
-    ) -> None:
-        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled; `on_ready(base_url)` runs
-        once bound (`port=0` picks a free port)."""
-        await serve_http(self.http_app(host=host, **app_options), host, port, on_ready=on_ready)
+    ) -> int | None:
+        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled or signalled (returns the
+        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port)."""
+        return await serve_http(self.http_app(host=host, **app_options), host, port, on_ready=on_ready)
 
 
 def _version() -> str:

@@ -49,7 +49,7 @@ class EnvServer:
         # On a cluster the driver reaches the actor at its node's address; tests pass 127.0.0.1.
         self.host: str = host or ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self._url: str | None = None
-        self._server: asyncio.Task[None] | None = None
+        self._server: asyncio.Task[int | None] | None = None
         self._starting = asyncio.Lock()
 
     async def url(self) -> str:
