@@ -49,26 +49,25 @@ def start_servers(count: int, *extra: str, port: int = 0) -> list[Server]:
     return [Server(mcpgym.ServerProcess(argv).start()) for _ in range(count)]
 
 
-@pytest.fixture
-def two() -> Iterator[list[Server]]:
-    """Two servers of this test's own (it may kill them)."""
+def _two_servers() -> Iterator[list[Server]]:
     servers = start_servers(2)
     try:
         yield servers
     finally:
         for server in servers:
             server.kill()
+
+
+@pytest.fixture
+def two() -> Iterator[list[Server]]:
+    """Two servers of this test's own (it may kill them)."""
+    yield from _two_servers()
 
 
 @pytest.fixture(scope="module")
 def shared() -> Iterator[list[Server]]:
     """Two servers for the tests that leave them as they found them (every episode closed)."""
-    servers = start_servers(2)
-    try:
-        yield servers
-    finally:
-        for server in servers:
-            server.kill()
+    yield from _two_servers()
 
 
 def pids(servers: list[Server]) -> dict[str, int]:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.tool_name_validation import validate_and_warn_tool_name
-from pydantic import TypeAdapter
 
 from mcpgym._types import trusted
 
@@ -32,9 +31,6 @@ class ToolOptions:
     annotations: types.ToolAnnotations | None = None
     inline: bool = False
     structured_output: bool | None = None
-
-
-_PRIMITIVES = (str, int, float, bool)
 
 
 def _defaults(cls: type[Any]) -> dict[str, Any]:
@@ -66,9 +62,9 @@ class ToolSpec:
     renamed: tuple[tuple[str, str], ...]
     """(model field, method parameter) pairs where they differ: an alias such as
     `Field(alias="file-path")` names the wire key, the method still takes `file_path`."""
-    output_adapter: TypeAdapter[Any] | None
-    wrapped_type: type | None
-    """For `-> str`-style tools, the primitive the SDK wraps as structured `{"result": value}`."""
+    str_result: Literal["content", "structured"] | None
+    """How a returned `str` converts without the SDK's machinery: as text content alone (no
+    output schema), or also as structured `{"result": value}` (a `-> str` tool); None: never."""
     str_params: frozenset[str] | None = None
     """Every parameter, when each is a plain `str` (no constraint, alias, validator or rename):
     given exactly these, each an exact `str`, the argument model returns them unchanged."""
@@ -94,9 +90,9 @@ class ToolSpec:
         # Fast path for the common text tool (`-> str`, or unannotated, returning a str);
         # everything else takes the SDK's own conversion.
         # A str is valid text content as it stands, so the result is built without re-validation.
-        if type(value) is str and (self.output_adapter is None or self.wrapped_type is str):
+        if type(value) is str and self.str_result is not None:
             text = trusted(types.TextContent, {**_TEXT_DEFAULTS, "text": value}, {"type", "text"})
-            if self.output_adapter is None:
+            if self.str_result == "content":
                 return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, "content": [text]}, {"content"})
             structured = {"content": [text], "structured_content": {"result": value}}
             return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, **structured}, {"content", "structured_content"})
@@ -186,10 +182,11 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
     plain = frozenset((f.alias or n) for n, f in fields.items() if f.annotation is str)
     renamed = _renamed(fn, fields)
     output = metadata.output_model if metadata.output_schema is not None else None
-    wrapped = None
-    if output is not None and metadata.wrap_output:
-        result_type = output.model_fields["result"].annotation
-        wrapped = result_type if result_type in _PRIMITIVES else None
+    str_result: Literal["content", "structured"] | None = None
+    if output is None:
+        str_result = "content"
+    elif metadata.wrap_output and output.model_fields["result"].annotation is str:
+        str_result = "structured"
     return ToolSpec(
         name=name,
         method_name=attr,
@@ -199,8 +196,7 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
         inline=options.inline,
         plain_args=plain,
         renamed=renamed,
-        output_adapter=None if output is None else metadata._output_adapter(output),
-        wrapped_type=wrapped,
+        str_result=str_result,
         str_params=None if renamed else _str_params(fields),
     )
 
