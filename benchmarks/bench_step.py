@@ -6,6 +6,8 @@
 Doors, each timed as the median µs of one `echo_message("hi")` step after warm-up:
 
 1. the plain call of the tool method (the floor);
+   and the typed result alone: building the three pydantic objects an echo step returns
+   (`TextContent`, `CallToolResult`, `StepResult`) the way the step builds them, nothing else;
 2. in-process: `mcpgym.connect(Class)` then `env.step(CallToolAction(...))`;
 3. the SDK's in-memory `mcp.Client(server)` against a bare `MCPServer` and against our server;
 4. stdio: `mcpgym.connect(command)`;
@@ -48,6 +50,7 @@ from mcp_types import RequestParamsMeta
 
 import mcpgym
 from mcpgym import CallToolAction
+from mcpgym._types import ToolStep, tool_step
 from servers.echo import Echo
 
 CONCURRENT = {
@@ -273,6 +276,14 @@ class Counts:
     cold_runs: int
 
 
+SPEC = UnboundedEcho.__mcpgym_tools__["echo_message"]
+
+
+async def typed_result() -> ToolStep:
+    """What every in-process step must build whatever else it does: its typed result."""
+    return tool_step(SPEC.convert("hi"), 0.0, False, False, 1)
+
+
 async def open_doors(stack: AsyncExitStack, servers: dict[str, tuple[str, subprocess.Popen[bytes]]]) -> list[Door]:
     """Every sequential door, connected, its episode reset (the HTTP servers already running)."""
     plain = UnboundedEcho()
@@ -297,6 +308,7 @@ async def open_doors(stack: AsyncExitStack, servers: dict[str, tuple[str, subpro
     bare_label = "HTTP `mcp.Client(url)` call_tool -> bare MCPServer"
     return [
         Door("plain", "plain call `await env.echo_message('hi')`", plain.echo_message, ("hi",), batch=1000),
+        Door("typed", "typed result alone: the 3 pydantic objects a step returns", typed_result, (), batch=50),
         Door("inprocess", "in-process `mcpgym.connect(Echo)` step", inproc.step, (ACTION,), batch=50),
         Door("memory_bare", "(a) SDK in-memory `mcp.Client(MCPServer)` call_tool", memory_bare.call_tool, tool),
         Door("memory_ours", "(b) SDK in-memory `mcpgym.connect(GymServer(Echo))` step", memory_ours.step, (ACTION,)),
@@ -472,6 +484,12 @@ def print_report(report: Report, n: Counts, settings: ServerSettings, command: s
     print("|---|---:|---|")
     for what, value, ok in targets(report, n.clients):
         print(f"| {what} | {value:,.2f}x | {'PASS' if ok else 'FAIL'} |")
+    typed, inproc = report.us("typed"), report.us("inprocess")
+    print(
+        f"\nThe typed result alone costs {typed:,.2f} µs ({typed / inproc:.0%} of the in-process step): the SDK's "
+        f"in-memory client is {report.us('memory_bare') / typed:,.0f}x that, the most any in-process step that "
+        "returns these objects could reach against it."
+    )
 
 
 async def run(args: argparse.Namespace, command: str) -> None:

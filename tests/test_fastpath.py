@@ -11,9 +11,8 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 import mcpgym
-from mcpgym._env import _tool_step
-from mcpgym._episode import Episode, Outcome, Turns
-from mcpgym._types import StepResult
+from mcpgym._episode import Episode, Turns
+from mcpgym._types import StepResult, ToolStep, tool_step
 
 # --------------------------------------------------------------------------- turns
 
@@ -44,7 +43,7 @@ async def gated_episode() -> tuple[Episode, Gated]:
 @pytest.mark.anyio
 async def test_contended_steps_of_one_episode_run_one_at_a_time_in_arrival_order() -> None:
     episode, env = await gated_episode()
-    outcomes: dict[str, Outcome] = {}
+    outcomes: dict[str, ToolStep] = {}
 
     async def step(label: str) -> None:
         outcomes[label] = await episode.step("work", {"label": label})
@@ -58,8 +57,8 @@ async def test_contended_steps_of_one_episode_run_one_at_a_time_in_arrival_order
             for label in "dcba":  # opened last-first: only arrival order can explain the log
                 env.gates.setdefault(label, anyio.Event()).set()
     assert env.log == [f"{edge} {label}" for label in "abcd" for edge in ("start", "end")]
-    assert {label: o.step for label, o in outcomes.items()} == {"a": 1, "b": 2, "c": 3, "d": 4}
-    assert [outcomes[label].result.content[0] for label in "abcd"] == [
+    assert {label: o.info["step"] for label, o in outcomes.items()} == {"a": 1, "b": 2, "c": 3, "d": 4}
+    assert [outcomes[label].observation.content[0] for label in "abcd"] == [
         types.TextContent(type="text", text=label) for label in "abcd"
     ]
     assert not episode.busy
@@ -189,20 +188,18 @@ def test_a_trusted_result_is_its_own_object_and_takes_a_meta_stamp() -> None:
 
 
 @pytest.mark.parametrize(
-    "outcome",
+    ("result", "reward", "done", "truncated", "step"),
     [
-        Outcome(Texts.__mcpgym_tools__["typed"].convert("hi"), 0.0, False, False, 1),
-        Outcome(types.CallToolResult(content=[], is_error=True), 1.5, True, True, 8),
+        (Texts.__mcpgym_tools__["typed"].convert("hi"), 0.0, False, False, 1),
+        (types.CallToolResult(content=[], is_error=True), 1.5, True, True, 8),
     ],
 )
-def test_step_results_equal_validated_ones_and_stay_frozen(outcome: Outcome) -> None:
-    ours = _tool_step(outcome)
+def test_step_results_equal_validated_ones_and_stay_frozen(
+    result: types.CallToolResult, reward: float, done: bool, truncated: bool, step: int
+) -> None:
+    ours = tool_step(result, reward, done, truncated, step)
     validated = StepResult[types.CallToolResult](
-        observation=outcome.result,
-        reward=outcome.reward,
-        done=outcome.done,
-        truncated=outcome.truncated,
-        info={"step": outcome.step},
+        observation=result, reward=reward, done=done, truncated=truncated, info={"step": step}
     )
     assert ours == validated and dumps(ours) == dumps(validated)
     assert (ours.text, ours.is_error) == (validated.text, validated.is_error)
@@ -252,3 +249,34 @@ def test_only_bare_str_parameters_take_the_type_check() -> None:
     tools = Texts.__mcpgym_tools__
     assert tools["pair"].str_params == frozenset("ab") and tools["defaulted"].str_params == frozenset("ab")
     assert tools["bounded"].str_params is None and tools["aliased"].str_params is None
+
+
+# --------------------------------------------------------------------------- failures, told apart
+
+
+class Point(BaseModel):
+    x: int
+
+
+class Parsing(mcpgym.Environment):
+    @mcpgym.tool
+    async def parse(self, raw: str) -> str:
+        """Parse `raw` as a Point: a bad one raises pydantic's ValidationError inside the tool."""
+        return repr(Point.model_validate_json(raw))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("in_memory", [False, True])
+async def test_a_validation_error_inside_a_tool_is_the_tools_failure_not_invalid_arguments(in_memory: bool) -> None:
+    # The step validates arguments and runs the tool in one `try`; which of the two raised
+    # decides the message.
+    target: Any = mcpgym.GymServer(Parsing) if in_memory else Parsing
+    async with mcpgym.connect(target) as env:
+        await env.reset()
+        bad_arguments = await env.call_tool("parse", {"raw": 5})
+        bad_point = await env.call_tool("parse", {"raw": '{"x": "nope"}'})
+        good = await env.call_tool("parse", {"raw": '{"x": 1}'})
+    assert bad_arguments.is_error and bad_arguments.text.startswith("Invalid arguments for tool 'parse': raw:")
+    assert bad_point.is_error and bad_point.text.startswith("Tool 'parse' raised ValidationError:")
+    assert not good.is_error and good.text == "Point(x=1)"
+    assert [r.info["step"] for r in (bad_arguments, bad_point, good)] == [1, 2, 3]

@@ -1,8 +1,7 @@
 """`AsyncEnv`: the Gym-style client API, shared by every door (in-process, in-memory, stdio, HTTP).
 
-Layer: client core. Holds everything that is not I/O (episode handle, action dispatch,
-turning a `CallToolResult` and its step stamp into a `StepResult`); a door implements the
-five primitives at the bottom. That split is why the three targets behave identically.
+Layer: client core. Holds everything that is not I/O (episode handle, action dispatch); a door
+implements the primitives at the bottom. That split is why the three targets behave identically.
 """
 
 from __future__ import annotations
@@ -13,19 +12,8 @@ from typing import Any, Self, overload
 
 import mcp_types as types
 
-from mcpgym._episode import Outcome
 from mcpgym._protocol import ResetResult, new_episode_id
-from mcpgym._types import Action, CallToolAction, EpisodeState, ListToolsAction, StepResult, trusted
-
-_ToolStep = StepResult[types.CallToolResult]
-_ALL_FIELDS = frozenset(_ToolStep.model_fields)
-
-
-def _tool_step(outcome: Outcome) -> StepResult[types.CallToolResult]:
-    """The step's `StepResult`. An `Outcome` is exactly typed, so nothing here needs validating."""
-    result, reward, done, truncated, step = outcome
-    values = {"observation": result, "reward": reward, "done": done, "truncated": truncated, "info": {"step": step}}
-    return trusted(_ToolStep, values, set(_ALL_FIELDS))
+from mcpgym._types import Action, CallToolAction, EpisodeState, ListToolsAction, StepResult, ToolStep
 
 
 class AsyncEnv(abc.ABC):
@@ -59,11 +47,11 @@ class AsyncEnv(abc.ABC):
         if isinstance(action, ListToolsAction):
             return StepResult[list[types.Tool]](observation=await self.list_tools())
         # call_tool's body, not a call to it: one coroutine frame less per step.
-        return _tool_step(await self._call(self._current(), action.tool_name, action.arguments))
+        return await self._call(self._current(), action.tool_name, action.arguments)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
         """`step(CallToolAction(tool_name=name, arguments=arguments))`, spelled shorter."""
-        return _tool_step(await self._call(self._current(), name, arguments or {}))
+        return await self._call(self._current(), name, arguments or {})
 
     async def list_tools(self) -> list[types.Tool]:
         """The environment's tools, exactly as `tools/list` shows them to any MCP client."""
@@ -110,7 +98,7 @@ class AsyncEnv(abc.ABC):
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult: ...
     @abc.abstractmethod
-    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome: ...
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep: ...
 
     @abc.abstractmethod
     async def _list_tools(self) -> list[types.Tool]: ...

@@ -14,7 +14,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -27,25 +27,9 @@ from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._protocol import STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._tools import ToolSpec
-from mcpgym._types import EpisodeState
+from mcpgym._types import EpisodeState, ToolStep, tool_step
 
 logger = logging.getLogger("mcpgym")
-
-
-class Outcome(NamedTuple):
-    """One step's result and accounting (the server stamps it into `_meta`; in-process reads it).
-
-    Fields are exactly typed (a `float` reward, `bool` flags, an `int` step): `AsyncEnv` builds
-    its `StepResult` from them without re-validating."""
-
-    result: types.CallToolResult
-    reward: float
-    done: bool
-    truncated: bool
-    step: int
-
-
-_new_tuple = tuple.__new__
 
 
 class Turns:
@@ -159,14 +143,15 @@ class Episode:
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
-        outcome = await self.step(name, arguments)
-        result = outcome.result  # always this step's own object (see _invoke), so stamp it in place
-        step = {"reward": outcome.reward, "done": outcome.done, "truncated": outcome.truncated, "step": outcome.step}
-        result.meta = {**(result.meta or {}), STEP_KEY: step}
+        step = await self.step(name, arguments)
+        result = step.observation  # always this step's own object (see _convert), so stamp it in place
+        stamp = {"reward": step.reward, "done": step.done, "truncated": step.truncated, "step": step.info["step"]}
+        result.meta = {**(result.meta or {}), STEP_KEY: stamp}
         return result
 
-    async def step(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
-        """Run one tool call as one step. Unknown tools are protocol errors; all else is a result."""
+    async def step(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
+        """Run one tool call as one step, with its reward and done attached (what the in-process
+        door returns as it stands). Unknown tools are protocol errors; all else is a result."""
         spec = self.tools.get(name)
         if spec is None:
             raise unknown_tool(name, self.tools)
@@ -179,40 +164,38 @@ class Episode:
             started = time.time() if self._log is not None else 0.0  # wall time only for the record
             if self.done:
                 over = _error("The episode is over; start a new one with reset().")
-                outcome = Outcome(over, 0.0, True, self.truncated, self.step_count)
+                outcome = tool_step(over, 0.0, True, self.truncated, self.step_count)
             else:
+                # Validate, call, convert: every failure becomes an `isError` result, never a
+                # raise. Written out here rather than in a helper coroutine: one frame less per step.
                 ledger = StepLedger()
+                token = LEDGER.set(ledger)
+                kwargs: dict[str, Any] | None = None
                 try:
-                    result = await self._invoke(spec, arguments, ledger)
+                    kwargs = spec.validate(arguments)
+                    method = getattr(self.env, spec.method_name)
+                    if spec.is_async and self.call_timeout is None:
+                        value = await method(**kwargs)  # the common case, awaited here: no helper frame
+                    else:
+                        value = await self._call_guarded(spec, method, kwargs)
+                except MCPError:
+                    raise
+                except Exception as exc:
+                    result = _invalid(spec, exc) if kwargs is None else _tool_failure(spec.name, exc)
+                else:
+                    result = _convert(spec, value)
                 finally:
+                    LEDGER.reset(token)
                     self.last_active = time.monotonic()
                 outcome = self._account(result, ledger)
             if self._log is not None:
-                self._log.step(name, arguments, *outcome, started=started)
+                done, truncated, number = outcome.done, outcome.truncated, outcome.info["step"]
+                self._log.step(
+                    name, arguments, outcome.observation, outcome.reward, done, truncated, number, started=started
+                )
             return outcome
         finally:
             self._turns.release()
-
-    async def _invoke(self, spec: ToolSpec, arguments: dict[str, Any], ledger: StepLedger) -> types.CallToolResult:
-        """Validate, call, convert: every failure becomes an `isError` result, never a raise."""
-        try:
-            kwargs = spec.validate(arguments)
-        except ValidationError as exc:
-            return _error(f"Invalid arguments for tool {spec.name!r}: {_summarise(exc)}")
-        method = getattr(self.env, spec.method_name)
-        token = LEDGER.set(ledger)
-        try:
-            if spec.is_async and self.call_timeout is None:
-                value = await method(**kwargs)  # the common case, awaited here: no helper frame
-            else:
-                value = await self._call_guarded(spec, method, kwargs)
-        except MCPError:
-            raise
-        except Exception as exc:
-            return _tool_failure(spec.name, exc)
-        finally:
-            LEDGER.reset(token)
-        return _convert(spec, value)
 
     async def _call_guarded(self, spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """A sync tool (in a worker thread unless inline), or any tool under the call timeout."""
@@ -233,7 +216,7 @@ class Episode:
             "so the episode ends"
         )
 
-    def _account(self, result: types.CallToolResult, ledger: StepLedger) -> Outcome:
+    def _account(self, result: types.CallToolResult, ledger: StepLedger) -> ToolStep:
         self.step_count += 1
         self.total_reward += ledger.reward
         if ledger.stranded:
@@ -242,8 +225,7 @@ class Episode:
             self.done = True
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
-        # tuple.__new__ directly: a NamedTuple's generated __new__ adds a Python call per step.
-        return _new_tuple(Outcome, (result, ledger.reward, self.done, self.truncated, self.step_count))
+        return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
 
     async def close(self) -> None:
         """Release the environment: idempotent; `env.close()` runs once, after a running step
@@ -327,6 +309,11 @@ async def _run_user(fn: Callable[..., Any], **kwargs: Any) -> Any:
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _invalid(spec: ToolSpec, exc: Exception) -> types.CallToolResult:
+    reason = _summarise(exc) if isinstance(exc, ValidationError) else _describe(exc)
+    return _error(f"Invalid arguments for tool {spec.name!r}: {reason}")
 
 
 def _tool_failure(name: str, exc: Exception) -> types.CallToolResult:

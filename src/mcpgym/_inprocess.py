@@ -15,9 +15,9 @@ import mcp_types as types
 
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment, resolve_factory
-from mcpgym._episode import Episode, Outcome, build, unknown_episode
+from mcpgym._episode import Episode, build, unknown_episode
 from mcpgym._protocol import ResetResult
-from mcpgym._types import EpisodeState
+from mcpgym._types import EpisodeState, ToolStep
 
 
 class InProcessEnv(AsyncEnv):
@@ -55,7 +55,7 @@ class InProcessEnv(AsyncEnv):
             await self._drop_episode()  # as the server does: a failed reset leaves nothing open
             raise
 
-    def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, Outcome]:
+    def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, ToolStep]:
         # The episode's own coroutine, handed back rather than awaited: one frame less per step.
         return self._get(episode_id).step(name, arguments)
 

@@ -25,7 +25,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 
 from mcpgym._env import AsyncEnv
-from mcpgym._episode import Outcome
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
@@ -39,7 +38,7 @@ from mcpgym._protocol import (
     episode_meta,
     split_meta,
 )
-from mcpgym._types import EpisodeState
+from mcpgym._types import EpisodeState, ToolStep, tool_step
 
 MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 
@@ -150,15 +149,15 @@ class MCPEnv(AsyncEnv):
                 self._plain = True
         return ResetResult(observation=None, info={"plain_mcp_server": True})
 
-    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         meta = None if self._plain else episode_meta(episode_id)
         result = await self.client.call_tool(name, arguments, meta=meta)
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
             result = result.model_copy(update={"meta": own_meta})
         if stamp is None:  # not an mcpgym server: a plain tool result, no reward
-            return Outcome(result, 0.0, False, False, 0)
-        return Outcome(result, stamp.reward, stamp.done, stamp.truncated, stamp.step)
+            return tool_step(result, 0.0, False, False, 0)
+        return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step)
 
     async def _list_tools(self) -> list[types.Tool]:
         tools: list[types.Tool] = []

@@ -161,7 +161,7 @@ class GymServer:
         episode = await self._implicit(ctx)
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
-        return (await episode.step(params.name, params.arguments)).result
+        return (await episode.step(params.name, params.arguments)).observation
 
     async def _implicit(self, ctx: Ctx) -> Episode:
         """The caller's own episode, for agents that never reset.

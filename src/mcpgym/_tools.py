@@ -91,11 +91,15 @@ class ToolSpec:
         # everything else takes the SDK's own conversion.
         # A str is valid text content as it stands, so the result is built without re-validation.
         if type(value) is str and self.str_result is not None:
-            text = trusted(types.TextContent, {**_TEXT_DEFAULTS, "text": value}, {"type", "text"})
+            fields = _TEXT_DEFAULTS.copy()
+            fields["text"] = value
+            content = [trusted(types.TextContent, fields, {"type", "text"})]
+            fields = _RESULT_DEFAULTS.copy()
+            fields["content"] = content
             if self.str_result == "content":
-                return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, "content": [text]}, {"content"})
-            structured = {"content": [text], "structured_content": {"result": value}}
-            return trusted(types.CallToolResult, {**_RESULT_DEFAULTS, **structured}, {"content", "structured_content"})
+                return trusted(types.CallToolResult, fields, {"content"})
+            fields["structured_content"] = {"result": value}
+            return trusted(types.CallToolResult, fields, {"content", "structured_content"})
         converted = self.metadata.convert_result(value)
         if not isinstance(converted, types.CallToolResult):
             raise TypeError("returned an InputRequiredResult, which mcpgym environments do not support")

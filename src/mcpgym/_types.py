@@ -104,3 +104,20 @@ def trusted(cls: type[ModelT], values: dict[str, Any], fields_set: set[str]) -> 
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
+
+
+ToolStep = StepResult[types.CallToolResult]
+"""What a tool call's step returns."""
+
+
+def tool_step(result: types.CallToolResult, reward: float, done: bool, truncated: bool, step: int) -> ToolStep:
+    """A tool call's `StepResult`, from exactly typed values (a `float` reward, `bool` flags, the
+    episode's step number): `trusted`, spelled out, since every step of every door builds one."""
+    obj = _new(ToolStep)
+    _set_dict(
+        obj, {"observation": result, "reward": reward, "done": done, "truncated": truncated, "info": {"step": step}}
+    )
+    _set_fields_set(obj, {"observation", "reward", "done", "truncated", "info"})
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj

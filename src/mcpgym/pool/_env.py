@@ -27,11 +27,10 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp_types import CONNECTION_CLOSED
 
 from mcpgym._env import AsyncEnv
-from mcpgym._episode import Outcome
 from mcpgym._errors import INVALID_REQUEST, MCPError
 from mcpgym._mcp_env import _TRANSPORT_ERRORS, MCPEnv
 from mcpgym._protocol import ResetResult
-from mcpgym._types import EpisodeState
+from mcpgym._types import EpisodeState, ToolStep
 from mcpgym.pool._replicas import Pool, Replica
 
 log = logging.getLogger("mcpgym.pool")
@@ -220,7 +219,7 @@ class PoolEnv(AsyncEnv):
         with self._on_replica(replica):
             return await link.env._reset(episode_id, seed, options, previous)
 
-    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Outcome:
+    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         replica, link = await self._route(episode_id)
         with self._truncating(episode_id, replica), self._on_replica(replica):
             return await link.env._call(episode_id, name, arguments)
