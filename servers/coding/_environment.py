@@ -10,9 +10,11 @@ import functools
 from collections.abc import Mapping
 from typing import Annotated, Any
 
+import anyio
 from pydantic import Field
 
 import mcpgym
+from servers.coding import _scratch as scratch
 from servers.coding._interpreter import Interpreter, grade
 from servers.coding._sandbox import Sandbox
 from servers.coding._tasks import Task, humaneval_path, load_tasks
@@ -74,7 +76,8 @@ class Coding(mcpgym.Environment):
         uid = self._uid = self.sandbox.new_uid()
         limits = self.sandbox.limits
         quota = (limits.workspace_bytes, limits.workspace_files) if self.sandbox.protections.workspace_quota else None
-        self._workspace = Workspace(uid, _READ_LIMIT, quota)
+        parent = await anyio.to_thread.run_sync(scratch.directory)  # the first call sweeps: not on the loop
+        self._workspace = Workspace(uid, _READ_LIMIT, quota, parent=parent)
         self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 

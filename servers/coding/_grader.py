@@ -29,6 +29,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
+from servers.coding import _scratch as scratch
 from servers.coding._process import _children, _signal
 from servers.coding._sandbox import SANDBOX_WORKSPACE, Sandbox
 from servers.coding._workspace import mount_tmpfs, remove_tree
@@ -55,7 +56,7 @@ class _Zygote:
 
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:
-        root = Path(tempfile.mkdtemp(prefix="mcpgym-grade-"))
+        root = Path(tempfile.mkdtemp(prefix="grade-", dir=scratch.directory()))
         if sandbox.protections.workspace_quota:
             # What submissions write is bounded in total (shared by the zygote's concurrent children).
             limits = sandbox.limits

@@ -44,8 +44,12 @@ class Workspace:
     code may store in total (RLIMIT_FSIZE bounds one file). It is RAM, counted by no rlimit.
     """
 
-    def __init__(self, uid: int | None, read_limit: int, quota: tuple[int, int] | None = None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="mcpgym-ws-"))
+    def __init__(
+        self, uid: int | None, read_limit: int, quota: tuple[int, int] | None = None, *, parent: Path | None = None
+    ) -> None:
+        # `parent`: the server's scratch directory (`_scratch.directory()`), so that a server
+        # started after this one died removes what it left.
+        self.root = Path(tempfile.mkdtemp(prefix="ws-" if parent else "mcpgym-ws-", dir=parent))
         self.uid = uid
         self.read_limit = read_limit
         if quota is not None:
@@ -133,7 +137,7 @@ def workspace_quota_works() -> bool:
     except OSError:
         return False
     else:
-        _unmount(probe)
+        unmount(probe)
         return True
     finally:
         probe.rmdir()
@@ -150,7 +154,7 @@ def _mount_tmpfs(path: Path, options: str) -> None:
         raise OSError(code, os.strerror(code), str(path))
 
 
-def _unmount(path: Path) -> None:
+def unmount(path: Path) -> None:
     # Lazy: a process still holding a descriptor there cannot keep the mount (or its RAM) pinned
     # in our namespace; the memory goes with the last reference.
     if _LIBC.umount2(os.fsencode(path), _MNT_DETACH) != 0:
@@ -162,7 +166,7 @@ def remove_tree(root: Path) -> None:
     """Delete a workspace; what cannot be deleted is logged (a leak to report, not to hide)."""
     if os.path.ismount(root):
         try:
-            _unmount(root)  # its content goes with it, however deep
+            unmount(root)  # its content goes with it, however deep
             root.rmdir()
         except OSError as exc:
             logger.warning("could not remove %s: %s", root, exc)
