@@ -83,6 +83,7 @@ class PoolEnv(AsyncEnv):
         self._held: dict[str, Replica] = {}  # episode id -> the replica that holds it
         self._lost: dict[str, str] = {}  # episode id -> why it was truncated
         self._tg: TaskGroup | None = None
+        self._probes: TaskGroup | None = None  # the pool's re-probes of down replicas, for our resets
         self._stack: AsyncExitStack | None = None
 
     @property
@@ -95,18 +96,23 @@ class PoolEnv(AsyncEnv):
 
     async def _connect(self) -> None:
         # First, while nothing is open: a refresh cancelled or failing after the task group was
-        # detached below would leave its cancel scope entered on the caller's task.
+        # detached below would leave its cancel scope entered on the caller's task. (So it
+        # skips down replicas: their probes need `_probes`; our first reset starts them.)
         await self.pool.refresh()
         async with AsyncExitStack() as stack:
             self._tg = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(self._stop_links)  # runs first on exit: the holders end, then the group
+            # A group of its own, cancelled on exit: a probe of a hung replica would otherwise
+            # hold our close for `health_timeout` (the holders, in `_tg`, end when stopped).
+            self._probes = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(self._probes.cancel_scope.cancel)
+            stack.callback(self._stop_links)  # runs first on exit: the holders end, then the groups
             self._stack = stack.pop_all()
 
     async def _disconnect(self) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
-        self._tg = None
+        self._tg = self._probes = None
 
     def _stop_links(self) -> None:
         for link in list(self._links.values()):
@@ -184,7 +190,8 @@ class PoolEnv(AsyncEnv):
         old = self._held.get(previous) if previous is not None else None
         tried: list[Replica] = []
         while True:
-            replica = await self.pool.choose(exclude=tried)  # raises once nothing live is left
+            # raises once nothing live is left; down replicas are re-probed without holding us up
+            replica = await self.pool.choose(exclude=tried, background=self._probes)
             tried.append(replica)
             # Same replica: it closes the previous episode in the same round trip.
             same = old is replica

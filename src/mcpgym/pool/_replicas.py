@@ -7,7 +7,12 @@ episodes on top of it; `ray.RayPool` and Kubernetes only supply the URLs.
 Load figures come from each server's `/healthz` ("episodes": live episodes, every client's),
 fetched at most once per `refresh_interval` and kept current in between by this process's own
 bookkeeping (+1 when a reset is routed, -1 when an episode ends), so a reset does not cost an
-extra request. The same refresh re-probes replicas marked down, which is how they rejoin.
+extra request.
+
+Replicas marked down are re-probed (that is how they rejoin) with backoff, and apart from
+placement: a reset's refresh hands their probes to the resetting client's task group instead of
+waiting for them, because a hung replica (accepting connections, never answering) makes each
+probe last the whole `health_timeout`. Only a reset that finds no live replica waits for them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from urllib.parse import urljoin
 
 import anyio
 import httpx2
+from anyio.abc import TaskGroup
 from mcp_types import CONNECTION_CLOSED
 
 from mcpgym._errors import MCPError
@@ -47,7 +53,11 @@ class Replica:
     error: str | None = None
     """Why the replica was marked down (None while live)."""
     checked: float = -math.inf
-    """`time.monotonic()` of the last probe (or of being marked down)."""
+    """`Pool.clock()` at the last probe (or at being marked down, or found full)."""
+    down_since: float | None = None
+    """`Pool.clock()` when it was marked down (None while live): how long its backoff is."""
+    probing: bool = False
+    """A background probe of it is in flight (so no refresh starts a second one)."""
 
     @property
     def health_url(self) -> str:
@@ -83,6 +93,10 @@ class Pool:
     """Extra HTTP headers for every replica (e.g. `Authorization: Bearer …` for `--token`)."""
     mode: str = "auto"
     read_timeout: float | None = None
+    max_backoff: float = 30.0
+    """Cap on the re-probe interval of a replica that stays down (it doubles from `refresh_interval`)."""
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    """Seconds, for reading ages and backoff (tests pass a controllable one)."""
     replicas: list[Replica] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +104,7 @@ class Pool:
         if not self.replicas and self.discover is None:
             raise ValueError("a Pool needs replica URLs (or a `discover` callable)")
         self._lock: anyio.Lock | None = None
+        self._discovered = -math.inf  # clock() of the last `discover` call
 
     def connect(self, **options: Any) -> PoolEnv:
         """A new client of this pool: `async with pool.connect() as env:` (see `PoolEnv`)."""
@@ -103,9 +118,13 @@ class Pool:
 
     # -- choosing ---------------------------------------------------------------------------
 
-    async def choose(self, exclude: Iterable[Replica] = ()) -> Replica:
-        """Reserve a slot on the live replica with the fewest episodes (refreshing if stale)."""
-        await self.refresh()
+    async def choose(self, exclude: Iterable[Replica] = (), *, background: TaskGroup | None = None) -> Replica:
+        """Reserve a slot on the live replica with the fewest episodes (refreshing if stale).
+
+        Down replicas due for a re-probe are probed in `background` (see `refresh`), or inline
+        when no live replica can take the episode.
+        """
+        await self.refresh(background=background)
         skip = set(map(id, exclude))
         candidates = self._candidates(skip)
         if not candidates:
@@ -134,12 +153,14 @@ class Pool:
     def mark_down(self, replica: Replica, reason: str) -> None:
         """Stop routing new episodes to `replica` until a later probe finds it answering."""
         replica.live, replica.error, replica.episodes = False, reason, 0
-        replica.checked = time.monotonic()
+        replica.checked = self.clock()
+        if replica.down_since is None:
+            replica.down_since = replica.checked
 
     def mark_full(self, replica: Replica) -> None:
         """The replica refused a reset at capacity: treat it as full until the next probe."""
         replica.max_episodes = min(replica.max_episodes or replica.episodes, replica.episodes)
-        replica.checked = time.monotonic()
+        replica.checked = self.clock()
 
     def describe(self) -> str:
         return (
@@ -152,29 +173,60 @@ class Pool:
 
     # -- probing ----------------------------------------------------------------------------
 
-    async def refresh(self, *, force: bool = False) -> None:
-        """Re-read `/healthz` of every replica whose reading is older than `refresh_interval`."""
+    async def refresh(self, *, force: bool = False, background: TaskGroup | None = None) -> None:
+        """Re-read `/healthz` of every replica that is due (of all of them if `force`).
+
+        A live replica is due once its reading is `refresh_interval` old, and is probed before
+        this returns: placement needs its count. A down one is due with backoff (`_due`) and is
+        probed in `background`, so the caller does not wait up to `health_timeout` for a replica
+        that may be hung; without `background` it is left for a refresh that has one. `force`
+        probes everything now and waits (what to do when no live replica is left).
+        """
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:  # one refresh at a time; the others then find fresh readings
-            if self.discover is not None and (force or self._stale()):
+            now = self.clock()
+            if self.discover is not None and (force or now - self._discovered >= self.refresh_interval):
                 self._adopt(await self.discover())
-            now = time.monotonic()
-            stale = [r for r in self.replicas if force or now - r.checked >= self.refresh_interval]
-            if not stale:
+                self._discovered = now = self.clock()
+            due = [r for r in self.replicas if force or (not r.probing and self._due(r, now))]
+            if not force and background is not None:
+                for replica in due:
+                    if not replica.live:
+                        replica.probing = True  # set now: the next refresh must not start another
+                        background.start_soon(self._probe_apart, replica)
+            waited = [r for r in due if force or r.live]
+            if not waited:
                 return
             async with httpx2.AsyncClient(timeout=self.health_timeout) as http, anyio.create_task_group() as tg:
-                for replica in stale:
+                for replica in waited:
                     tg.start_soon(self._probe, http, replica)
 
-    def _stale(self) -> bool:
-        now = time.monotonic()
-        return not self.replicas or any(now - r.checked >= self.refresh_interval for r in self.replicas)
+    def _due(self, replica: Replica, now: float) -> bool:
+        """Whether `replica`'s reading is old enough to probe it again.
+
+        A down replica waits as long again as it has been down (`refresh_interval`, then 1, 2,
+        4… times that, up to `max_backoff`): one that stays dead or hung costs ever fewer
+        probes, and one back after a blip rejoins quickly.
+        """
+        wait = self.refresh_interval
+        if replica.down_since is not None:
+            wait = min(max(wait, replica.checked - replica.down_since), max(self.max_backoff, wait))
+        return now - replica.checked >= wait
 
     def _adopt(self, urls: Sequence[str]) -> None:
         """Take a new URL list: keep the Replica (and its counts) of every URL still listed."""
         known = {r.url: r for r in self.replicas}
         self.replicas = [known.get(url) or Replica(url) for url in dict.fromkeys(urls)]
+
+    async def _probe_apart(self, replica: Replica) -> None:
+        """Probe a down replica in a background task (cancelled with its owner: the replica then
+        stays down, with its old reading, so the next refresh probes it again)."""
+        try:
+            async with httpx2.AsyncClient(timeout=self.health_timeout) as http:
+                await self._probe(http, replica)
+        finally:
+            replica.probing = False
 
     async def _probe(self, http: httpx2.AsyncClient, replica: Replica) -> None:
         try:
@@ -187,4 +239,4 @@ class Pool:
             self.mark_down(replica, f"/healthz failed: {type(exc).__name__}: {exc}")
             return
         replica.episodes, replica.max_episodes = episodes, limit
-        replica.live, replica.error, replica.checked = True, None, time.monotonic()
+        replica.live, replica.error, replica.down_since, replica.checked = True, None, None, self.clock()
