@@ -4,15 +4,18 @@ tmpfs mounts) are removed by the next server on the host, never a running server
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from servers.coding import _scratch
+from servers.coding._workspace import remove_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,12 +109,78 @@ def test_an_empty_directory_is_removed_at_a_normal_exit(tmp_path: Path) -> None:
     assert own.parent.name == f"mcpgym-coding-{os.geteuid()}" and not own.exists()
 
 
-def test_a_parent_directory_that_others_can_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_parent_directory_that_others_can_write_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(_scratch, "_fallback", None)
     planted = tmp_path / f"mcpgym-coding-{os.geteuid()}"
     planted.mkdir()
     planted.chmod(0o777)
-    with pytest.raises(RuntimeError, match="only this user can change"):
-        _scratch.base()
-    planted.chmod(0o711)
-    assert _scratch.base() == planted
+    private = _scratch.base()
+    assert private != planted and private.parent == tmp_path and stat.S_IMODE(private.stat().st_mode) == 0o711
+    assert f"{planted} is not a directory that only this user can change" in caplog.text
+    planted.chmod(0o755)
+    assert _scratch.base() == planted and stat.S_IMODE(planted.stat().st_mode) == 0o711
+
+
+def test_the_parent_lets_sandboxes_pass_through_whatever_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = os.umask(0o077)
+    try:
+        parent = _scratch.base()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(parent.stat().st_mode) == 0o711  # a sandbox uid may enter, never list
+
+
+def test_a_forked_child_leaves_its_parents_directory_alone(tmp_path: Path) -> None:
+    code = (
+        "import os, sys\n"
+        "from servers.coding import _scratch\n"
+        "own = _scratch.directory()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)  # a normal exit: runs the atexit hooks it inherited\n"
+        "os.waitpid(pid, 0)\n"
+        "print(own.exists(), sorted(os.listdir(own)))\n"
+        "os._exit(0)  # leave it for the test to look at\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True ['.lock']"
+
+
+def test_a_directory_without_a_lock_is_removed_only_when_empty(tmp_path: Path) -> None:
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "empty").mkdir()  # its server died between making it and locking it
+    (parent / "full").mkdir()
+    (parent / "full" / "f").write_text("not ours to judge")
+    assert _scratch.sweep(parent) == []
+    assert sorted(p.name for p in parent.iterdir()) == [".lock", "full"]
+
+
+def test_removal_stops_where_a_directory_is_moved_out_of_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Code still running as the sandbox's uid moves the directory being emptied elsewhere, just
+    # before the removal climbs back up through `..`: the climb must not follow it out.
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    (tree / "a" / "b").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not part of the tree")
+    real_open = os.open
+
+    def moving_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if path == ".." and dir_fd is not None and not (outside / "b").exists():
+            os.rename(os.readlink(f"/proc/self/fd/{dir_fd}"), outside / "b")
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", moving_open)
+    remove_tree(tree)
+    monkeypatch.undo()
+    assert (outside / "keep.txt").read_text() == "not part of the tree"
+    assert "a directory was moved out of the tree" in caplog.text

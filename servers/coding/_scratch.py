@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -34,6 +35,7 @@ _OPEN = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
 _guard = threading.Lock()
 _own: tuple[int, Path] | None = None  # (pid, directory): a forked child makes its own
 _held: list[int] = []  # lock descriptors kept open for the life of the process
+_fallback: Path | None = None  # a private parent, when the shared one is not safe to use
 
 
 def directory() -> Path:
@@ -46,15 +48,32 @@ def directory() -> Path:
 
 
 def base() -> Path:
-    """The parent of every server's directory: one per user, private to that user."""
+    """The parent of every server's directory: one per user, private to that user.
+
+    In a shared `/tmp` anyone may create the name first: a directory that is not ours alone is
+    never used. Then this process works in a private directory of its own instead (said in a
+    warning), and cleaning up after dead servers is off for it.
+    """
+    global _fallback
     path = Path(tempfile.gettempdir()) / f"mcpgym-coding-{os.geteuid()}"
     with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o711)  # others may pass through to their workspace, never list
+        path.mkdir(mode=0o700)
     info = path.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        # In a shared /tmp anyone may create this name first: never work under their directory.
-        raise RuntimeError(f"{path} is not a directory that only this user can change; remove it and retry")
-    return path
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022:
+        if stat.S_IMODE(info.st_mode) != 0o711:
+            path.chmod(0o711)  # sandboxes pass through to their workspace, never list; whatever the umask
+        return path
+    if _fallback is None:
+        _fallback = Path(tempfile.mkdtemp(prefix="mcpgym-coding-"))
+        _fallback.chmod(0o711)
+        logger.warning(
+            "%s is not a directory that only this user can change: working in %s instead; workspaces of "
+            "a server killed outright are not cleaned up until %s is removed",
+            path,
+            _fallback,
+            path,
+        )
+    return _fallback
 
 
 def sweep(parent: Path | None = None) -> list[Path]:
@@ -77,7 +96,7 @@ def _create(parent: Path) -> Path:
     # Outside the parent's lock: the orphans' own locks, held until they are gone, keep other
     # sweepers off them, and a slow removal does not hold up other servers starting.
     _remove(orphans)
-    atexit.register(_tidy, own)
+    atexit.register(_tidy, own, os.getpid())
     return own
 
 
@@ -102,7 +121,12 @@ def _claim_orphans(parent: Path) -> list[tuple[Path, int]]:
             try:
                 fd = os.open(path / _LOCK, _OPEN)
             except FileNotFoundError:
-                continue  # another sweeper is removing it
+                # Its lock goes last (`_remove`) and is made under the parent's lock that we
+                # hold: this is an empty directory on its way out, or one whose server died
+                # making it. Only an empty one is removed.
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                continue
             except OSError as exc:
                 logger.warning("cannot check %s: %s", path, exc)
                 continue
@@ -124,12 +148,26 @@ def _remove(orphans: list[tuple[Path, int]]) -> list[Path]:
                     unmount(mount)
                 except OSError as exc:
                     logger.warning("could not unmount %s: %s", mount, exc)
-            remove_tree(path)
-        finally:
-            os.close(fd)
-        if not path.exists():
+            # Everything but the lock first: a removal that stops halfway leaves a directory
+            # the next sweep still recognises as an orphan.
+            with os.scandir(path) as listing:
+                entries = [entry for entry in listing if entry.name != _LOCK]
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    remove_tree(Path(entry.path))  # logs what it cannot remove
+                else:
+                    os.unlink(entry.path)
+            if os.listdir(path) != [_LOCK]:
+                raise OSError(errno.ENOTEMPTY, "some of it is still there")
+            (path / _LOCK).unlink()
+            path.rmdir()
+        except Exception as exc:  # one orphan that cannot go must not keep the others (or us) from starting
+            logger.warning("could not remove %s, left by a server that is gone: %s", path, exc)
+        else:
             logger.info("removed %s, left by a server that is gone", path)
             removed.append(path)
+        finally:
+            os.close(fd)
     return removed
 
 
@@ -152,9 +190,11 @@ def _unescape(field: str) -> str:
     return field
 
 
-def _tidy(own: Path) -> None:
+def _tidy(own: Path, pid: int) -> None:
     """At a normal exit: remove this process's directory if nothing is left in it. What is
     left (its workspaces are removed as episodes close) the next server's sweep removes."""
+    if os.getpid() != pid:
+        return  # a forked child inherits the hook, not the directory: its parent may still use it
     with contextlib.suppress(OSError):
         if os.listdir(own) == [_LOCK]:  # never unlock a directory with content: no sweep would take it
             (own / _LOCK).unlink()

@@ -179,9 +179,17 @@ def remove_tree(root: Path) -> None:
 
 def _remove_tree(root: Path) -> None:
     """Delete depth first holding one directory descriptor, without recursion (sandboxed code
-    can nest directories deeper than Python's recursion limit). Its processes are dead by now."""
+    can nest directories deeper than Python's recursion limit).
+
+    Climbing back up goes through `..`, which follows the directory wherever it now is: code
+    still running as the sandbox's uid could move the directory we are in out of the tree (to
+    its own directory elsewhere), and an unchecked climb would then empty directories that
+    are not ours. So every `..` must be the very directory (device and inode) we came down
+    from, or the removal stops there.
+    """
     fd = os.open(root, _DIR_FLAGS)
     names: list[str] = []  # the path from `root` down to `fd`
+    above: list[tuple[int, int]] = []  # (st_dev, st_ino) of each directory on that path
     try:
         while True:
             below = None
@@ -193,6 +201,8 @@ def _remove_tree(root: Path) -> None:
                     os.unlink(entry.name, dir_fd=fd)
             if below is not None:
                 child = os.open(below, _DIR_FLAGS, dir_fd=fd)
+                info = os.fstat(fd)
+                above.append((info.st_dev, info.st_ino))
                 os.close(fd)
                 fd = child
                 names.append(below)
@@ -200,6 +210,9 @@ def _remove_tree(root: Path) -> None:
                 parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = parent
+                info = os.fstat(fd)
+                if (info.st_dev, info.st_ino) != above.pop():
+                    raise OSError(errno.EXDEV, "a directory was moved out of the tree while it was being removed")
                 os.rmdir(names.pop(), dir_fd=fd)
             else:
                 break
