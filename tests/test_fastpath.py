@@ -280,3 +280,13 @@ async def test_a_validation_error_inside_a_tool_is_the_tools_failure_not_invalid
     assert bad_point.is_error and bad_point.text.startswith("Tool 'parse' raised ValidationError:")
     assert not good.is_error and good.text == "Point(x=1)"
     assert [r.info["step"] for r in (bad_arguments, bad_point, good)] == [1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_a_malformed_call_in_process_is_a_protocol_error_not_a_step() -> None:
+    async with mcpgym.connect(Parsing) as env:
+        await env.reset()
+        with pytest.raises(mcpgym.MCPError) as caught:
+            await env.call_tool("parse", ["not", "an", "object"])  # type: ignore[arg-type]
+        assert caught.value.code == -32602 and "Malformed call of tool 'parse'" in caught.value.message
+        assert (await env.state()).step_count == 0

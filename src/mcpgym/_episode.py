@@ -181,7 +181,13 @@ class Episode:
                 except MCPError:
                     raise
                 except Exception as exc:
-                    result = _invalid(spec, exc) if kwargs is None else _tool_failure(spec.name, exc)
+                    if kwargs is not None:
+                        result = _tool_failure(spec.name, exc)
+                    elif isinstance(exc, ValidationError):
+                        result = _error(f"Invalid arguments for tool {spec.name!r}: {_summarise(exc)}")
+                    else:  # not a tool call MCP could carry (say, arguments that are not an object)
+                        malformed = f"Malformed call of tool {spec.name!r}: {_describe(exc)}"
+                        raise MCPError(INVALID_PARAMS, malformed) from exc
                 else:
                     result = _convert(spec, value)
                 finally:
@@ -309,11 +315,6 @@ async def _run_user(fn: Callable[..., Any], **kwargs: Any) -> Any:
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def _invalid(spec: ToolSpec, exc: Exception) -> types.CallToolResult:
-    reason = _summarise(exc) if isinstance(exc, ValidationError) else _describe(exc)
-    return _error(f"Invalid arguments for tool {spec.name!r}: {reason}")
 
 
 def _tool_failure(name: str, exc: Exception) -> types.CallToolResult:
