@@ -15,10 +15,9 @@ Doors, each timed as the median µs of one `echo_message("hi")` step after warm-
    a bare SDK `MCPServer` (each in its own subprocess, under the same uvicorn settings);
 6. 64 concurrent episodes over HTTP: steps/s, our server vs the bare SDK server.
 
-Every subprocess server is this module run as `serve-ours` / `serve-bare`: it is handed an
-already listening loopback socket, so the parent's first request simply waits in the accept
-backlog until the server is up (no port race, no polling). The environment is `Echo` with no
-step limit, reset with `options={"target": "zzz"}`, so no episode ever ends mid-measurement.
+Every subprocess server is `benchmarks.echo_servers` (handed an already listening loopback
+socket: no port race, no polling). The environment is `Echo` with no step limit, reset with
+`options={"target": "zzz"}`, so no episode ever ends mid-measurement.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,13 +44,21 @@ from typing import Any, cast
 import anyio
 import mcp
 from mcp import StdioServerParameters
-from mcp.server.mcpserver import MCPServer
 from mcp_types import RequestParamsMeta
 
 import mcpgym
+from benchmarks.echo_servers import (
+    ROOT,
+    ServerSettings,
+    UnboundedEcho,
+    bare_server,
+    cpu_seconds,
+    http_server,
+    spawned,
+    until_ready,
+)
 from mcpgym import CallToolAction
 from mcpgym._types import ToolStep, tool_step
-from servers.echo import Echo
 
 CONCURRENT = {
     "bare": "bare MCPServer, `mcp.Client(url)`",
@@ -59,32 +66,9 @@ CONCURRENT = {
     "ours_raw": "our server, `mcp.Client(url)` naming the episode",
 }
 """The concurrent runs: `bare` vs `ours` is the target; `ours_raw` uses the bare run's client code."""
-ROOT = Path(__file__).resolve().parent.parent
 OPTIONS = {"target": "zzz"}
 ARGS = {"message": "hi"}
 ACTION = CallToolAction(tool_name="echo_message", arguments=ARGS)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class UnboundedEcho(Echo):
-    """Echo without the step limit: a benchmark episode never truncates."""
-
-    max_steps = None  # type: ignore[assignment]  # mypy reads Echo's `max_steps = 8` as plain int
-
-
-def bare_server() -> MCPServer:
-    """The SDK's own server with the same tool (log level WARNING, as `mcpgym` serves: no
-    per-request INFO log lines on either side)."""
-    server: MCPServer = MCPServer("bare-echo", log_level="WARNING")
-
-    @server.tool()
-    async def echo_message(message: str) -> str:
-        """Echo the message back."""
-        return message
-
-    return server
-
-
 # --------------------------------------------------------------------------- timing
 
 
@@ -142,12 +126,6 @@ async def measure(doors: Sequence[Door], steps: int, warmup: int, rounds: int) -
             await door.run(max(1, steps // rounds))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 @dataclass
 class Report:
     doors: dict[str, Door] = field(default_factory=dict)
@@ -162,104 +140,6 @@ class Report:
     def rate(self, kind: str) -> tuple[float, float, float]:
         rate, server, client = zip(*self.concurrent[kind], strict=True)
         return statistics.median(rate), statistics.median(server), statistics.median(client)
-
-
-# --------------------------------------------------------------------------- subprocess servers
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """How the subprocess servers run; the same uvicorn settings for ours and the bare one."""
-
-    loop: str = "auto"
-    http: str = "auto"
-    ours_response: str = "json"
-    bare_response: str = "sse"
-
-
-@contextlib.contextmanager
-def http_server(kind: str, settings: ServerSettings) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run `serve-<kind>` on a listening 127.0.0.1 socket it inherits; yields (url, process)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)
-    port = sock.getsockname()[1]
-    response = settings.ours_response if kind == "ours" else settings.bare_response
-    argv = [
-        sys.executable,
-        "-m",
-        "benchmarks.bench_step",
-        f"serve-{kind}",
-        "--fd",
-        str(sock.fileno()),
-        "--loop",
-        settings.loop,
-        "--http-impl",
-        settings.http,
-        "--response",
-        response,
-    ]
-    stderr = tempfile.TemporaryFile()
-    proc = subprocess.Popen(argv, cwd=ROOT, pass_fds=[sock.fileno()], stdout=subprocess.DEVNULL, stderr=stderr)
-    sock.close()
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", proc
-    finally:
-        stop(proc)
-        if proc.returncode not in (0, -15):
-            stderr.seek(0)
-            print(f"serve-{kind} exited {proc.returncode}: {stderr.read().decode()[-2000:]}", file=sys.stderr)
-        stderr.close()
-
-
-@contextlib.contextmanager
-def spawned(argv: list[str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield proc
-    finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def until_ready(url: str) -> None:
-    """One MCP request; it waits in the accept backlog until the server is up (60 s at most)."""
-    with anyio.fail_after(60):
-        async with mcp.Client(url) as client:
-            await client.list_tools()
-
-
-def serve(kind: str, argv: Sequence[str]) -> None:
-    """Child side of `http_server` (and, without `--fd`, our server over stdio)."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(prog=f"bench_step serve-{kind}")
-    parser.add_argument("--fd", type=int, default=None)
-    parser.add_argument("--loop", default="auto")
-    parser.add_argument("--http-impl", default="auto")
-    parser.add_argument("--response", choices=("json", "sse"), default="json" if kind == "ours" else "sse")
-    args = parser.parse_args(argv)
-    if args.fd is None:
-        mcpgym.run(UnboundedEcho, [])  # stdio, exactly as `python -m servers.echo` runs
-        return
-    json_response = args.response == "json"
-    if kind == "ours":
-        app = mcpgym.GymServer(UnboundedEcho).http_app(json_response=json_response)
-    else:
-        app = bare_server().streamable_http_app(json_response=json_response)
-    # The settings of GymServer.serve_http / MCPServer.run (at WARNING), plus the loop choice.
-    config = uvicorn.Config(app, log_level="warning", loop=args.loop, http=args.http_impl)
-    uvicorn.Server(config).run(sockets=[socket.socket(fileno=args.fd)])
 
 
 # --------------------------------------------------------------------------- the doors
@@ -292,7 +172,7 @@ async def open_doors(stack: AsyncExitStack, servers: dict[str, tuple[str, subpro
     inproc = await stack.enter_async_context(mcpgym.connect(UnboundedEcho))
     memory_bare = await stack.enter_async_context(mcp.Client(bare_server()))
     memory_ours = await stack.enter_async_context(mcpgym.connect(mcpgym.GymServer(UnboundedEcho)))
-    serve_stdio = ["-m", "benchmarks.bench_step", "serve-ours"]
+    serve_stdio = ["-m", "benchmarks.echo_servers", "ours"]
     stdio_cmd = StdioServerParameters(command=sys.executable, args=serve_stdio, cwd=str(ROOT))
     stdio = await stack.enter_async_context(mcpgym.connect(stdio_cmd))
     (bare_url, bare_proc), (ours_url, ours_proc) = servers["bare"], servers["ours"]
@@ -552,9 +432,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["serve-ours"], ["serve-bare"]):
-        serve(argv[0].removeprefix("serve-"), argv[1:])
-        return
     args = parse(argv)
     command = " ".join(["python -m benchmarks.bench_step", *argv])
     anyio.run(run, args, command, backend_options={"use_uvloop": True} if args.uvloop_client else {})

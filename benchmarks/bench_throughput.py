@@ -7,7 +7,7 @@ The clients here must not be the bottleneck: a full `mcp.Client` spends more CPU
 `--workers` load-generator processes replay pre-built 2026-07-28 `tools/call` requests over
 raw keep-alive HTTP/1.1 connections (a few tens of µs of client CPU per request), `--clients`
 connections in all, each one episode doing sequential echo steps. Both servers run in child
-processes with the same uvicorn settings (`bench_step serve-*`): ours with its defaults (JSON
+processes with the same uvicorn settings (`benchmarks.echo_servers`): ours with its defaults (JSON
 responses), the bare `MCPServer` with the SDK's defaults (SSE responses). Every response is
 checked (a result, not an error). Rounds alternate bare/ours; reports steps/s, server CPU per
 step, and the ratio (targets: >= 1.0x, issue 2; >= 1.15x, issue 5).
@@ -25,7 +25,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmarks.bench_step import ServerSettings, cpu_seconds, http_server
+from benchmarks.echo_servers import ServerSettings, cpu_seconds, http_server, until_ready
 from mcpgym._protocol import EPISODE_KEY, new_episode_id
 
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -126,8 +126,6 @@ def one_round(kind: str, clients: int, workers: int, seconds: float) -> tuple[fl
 
 def _wait_ready(url: str) -> None:
     import anyio
-
-    from benchmarks.bench_step import until_ready
 
     anyio.run(until_ready, url)
 

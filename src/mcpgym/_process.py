@@ -14,7 +14,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from mcpgym._connect import command
 
@@ -98,14 +98,19 @@ class ServerProcess:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc)
         if self._drain is not None:
             self._drain.join(timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
