@@ -19,7 +19,7 @@ from mcpgym._check import check_environment
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
-from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
+from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD, serve_http
 from mcpgym._server import GymServer
 
 _TARGETS = """\
@@ -37,6 +37,8 @@ examples:
   mcpgym tools servers.echo:Echo
   mcpgym call "python -m servers.echo" echo_message '{{"message": "hi"}}'
   mcpgym check servers.echo:Echo
+  mcpgym serve servers.echo:Echo --http --web       # and a page to play it at http://127.0.0.1:8000/web
+  mcpgym view runs/                                 # review --record dirs and rollout --out files
 """
 
 
@@ -76,6 +78,9 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest HTTP request body (%(default)s)"
     )
+    parser.add_argument(
+        "--web", action="store_true", help="with --http: also serve a page at /web to play episodes in a browser"
+    )
 
 
 def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
@@ -87,6 +92,8 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
         call_timeout=args.call_timeout,
         reveal_rewards=not args.hide_rewards,
     )
+    if args.web and not args.http:
+        sys.exit("mcpgym: --web needs --http (the page is served next to /mcp)")
     if not args.http:
         anyio.run(server.run_stdio)
         return
@@ -100,8 +107,15 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
 
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
+        if args.web:
+            print(f"web page on {base_url}/web", file=sys.stderr, flush=True)
 
-    options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
+    options = {
+        "allowed_hosts": args.allowed_host,
+        "token": args.token,
+        "max_body_bytes": args.max_body_bytes,
+        "web": args.web,
+    }
     stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
@@ -168,6 +182,13 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="MODULE:CLASS")
+
+    view = sub.add_parser("view", help="review recorded runs in a browser (--record dirs, rollout --out files)")
+    view.add_argument("runs", metavar="RUNS", nargs="+", help="directories and JSONL files to show")
+    view.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback only)")
+    view.add_argument("--port", type=int, default=8080, help="port; 0 picks a free one (default: %(default)s)")
+    view.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]")
+    view.add_argument("--token", default=os.environ.get("MCPGYM_TOKEN"), help="require this bearer token")
     _harness_commands(sub)
     return parser
 
@@ -223,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "serve":
         _serve(_load(args.env), args)  # outside the handlers below: a failure while serving keeps its traceback
         return
+    if args.command == "view":
+        _view(args)
+        return
     try:
         if args.command in ("rollout", "harness"):
             from harness.cli import dispatch
@@ -242,6 +266,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"mcpgym: {exc.message}")
     except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
+
+
+def _view(args: argparse.Namespace) -> None:
+    from mcpgym.web import VIEW_PATH, view_app
+
+    missing = [p for p in args.runs if not os.path.exists(p)]
+    if missing:
+        sys.exit(f"mcpgym: no such file or directory: {', '.join(missing)}")
+    app = view_app(args.runs, host=args.host, allowed_hosts=args.allowed_host, token=args.token)
+
+    def ready(base_url: str) -> None:
+        print(f"viewing {', '.join(args.runs)} on {base_url}{VIEW_PATH}", file=sys.stderr, flush=True)
+
+    stopped_by = anyio.run(lambda: serve_http(app, args.host, args.port, on_ready=ready))
+    if stopped_by is not None:
+        sys.exit(128 + stopped_by)
 
 
 def _load(path: str) -> type[Environment]:

@@ -39,13 +39,16 @@ HEALTH_PATH = "/healthz"
 class BearerAuth:
     """Refuse every HTTP request without `Authorization: Bearer <token>` (401)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, public: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode()
+        self._public = public  # paths served without the token (the web page's static shell)
+        self.state = getattr(app, "state", None)  # what UvicornServer.shutdown looks for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # /healthz stays open: load balancers and Kubernetes probes carry no token.
-        if scope["type"] == "http" and scope["path"] != HEALTH_PATH:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path != HEALTH_PATH and not (self._public and self._public(path)):
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             # compare_digest: the time taken does not reveal how much of a guess was right.
             if not hmac.compare_digest(given, self._expected):
@@ -70,11 +73,13 @@ def http_app(
     max_sessions: int | None = 10_000,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
+    web: bool = False,
 ) -> ASGIApp:
     """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
 
     DNS-rebinding protection is always on: the Host (and any Origin) must be a loopback name,
-    the address bound (when it is a specific one), or one of `allowed_hosts`."""
+    the address bound (when it is a specific one), or one of `allowed_hosts`. `web` adds the
+    page at /web (mcpgym.web), under the same checks and token."""
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
     if host not in (*LOOPBACK, *WILDCARD):
         hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
@@ -83,6 +88,12 @@ def http_app(
         allowed_hosts=hosts,
         allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
     )
+    page, page_routes = None, []
+    if web:
+        from mcpgym.web._play import PlayPage, is_public
+
+        page = PlayPage(gym, security, max_body_bytes)
+        page_routes = page.routes()
     app: Starlette = gym.mcp.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
@@ -91,9 +102,11 @@ def http_app(
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
         max_request_body_size=max_body_bytes,
-        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"])],
+        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"]), *page_routes],
     )
-    return BearerAuth(app, token) if token else app
+    if page is not None:
+        app.state.before_shutdown = [page.hub.stop]
+    return BearerAuth(app, token, public=is_public if page else None) if token else app
 
 
 def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
@@ -160,6 +173,13 @@ class UvicornServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self.ready.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Long-lived streams (the web page's live updates) end first: uvicorn would otherwise
+        # wait out its graceful-shutdown timeout on them.
+        for hook in getattr(getattr(self.config.app, "state", None), "before_shutdown", ()):
+            hook()
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -1,0 +1,236 @@
+// /web: reset, one form per tool, and everything the episode does, pushed live by the server.
+// The page's episode id is minted here (as RL clients mint theirs) and kept in the URL
+// (#episode=...), so a reload or a second tab follows the same episode.
+"use strict";
+
+const page = {
+  info: null,
+  episodeId: hashParam("episode"),
+  lastSeq: -1,
+  follower: null,
+  busy: false,
+};
+
+function newEpisodeId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(18));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function banner(message) {
+  const el = document.getElementById("banner");
+  el.hidden = !message;
+  el.textContent = message || "";
+}
+
+function setLive(on) {
+  const el = document.getElementById("live");
+  el.className = "live " + (on ? "on" : "off");
+  el.textContent = on ? "live" : "offline";
+}
+
+async function load() {
+  try {
+    page.info = await api("/api/info");
+  } catch (e) {
+    banner(e.message);
+    return;
+  }
+  banner(null);
+  document.title = page.info.environment + " · mcpgym";
+  document.getElementById("env-name").textContent = page.info.environment;
+  document.getElementById("env-description").textContent = page.info.description;
+  renderTools(page.info.tools);
+  if (page.episodeId) watch(page.episodeId, -1);
+}
+
+function renderTools(tools) {
+  const box = document.getElementById("tools");
+  box.replaceChildren();
+  for (const tool of tools) box.append(toolCard(tool));
+}
+
+function toolCard(tool) {
+  const args = toolArgumentsForm(tool.inputSchema);
+  const raw = h("textarea", { class: "code raw", rows: 6, name: "raw-arguments", hidden: true, spellcheck: "false" });
+  const error = h("div", { class: "field-error form-error", role: "alert" });
+  const toggle = h("button", { type: "button", class: "small toggle-json" }, "edit as JSON");
+  toggle.addEventListener("click", () => {
+    if (raw.hidden) {
+      raw.value = json(args.read([]));
+      raw.hidden = false;
+      args.el.hidden = true;
+      toggle.textContent = "edit as form";
+    } else {
+      try {
+        args.write(JSON.parse(raw.value || "{}"));
+      } catch (e) { /* keep the form as it was */ }
+      raw.hidden = true;
+      args.el.hidden = false;
+      toggle.textContent = "edit as JSON";
+    }
+  });
+  const form = h("form", { class: "card tool", "data-tool": tool.name, novalidate: true },
+    h("div", { class: "tool-head" }, h("h3", {}, tool.name), toggle),
+    tool.description ? h("p", { class: "description" }, tool.description) : null,
+    args.empty ? h("p", { class: "note" }, "no arguments") : args.el,
+    raw, error,
+    h("button", { type: "submit", class: "call" }, "Call " + tool.name));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    let value;
+    if (!raw.hidden) {
+      // Sent as typed: the server's own validation answers (an isError result).
+      try {
+        value = JSON.parse(raw.value || "{}");
+      } catch (e) {
+        error.textContent = "arguments are not valid JSON: " + e.message;
+        return;
+      }
+    } else {
+      const errors = [];
+      value = args.read(errors);
+      if (errors.length) {
+        error.textContent = "Fix these first: " + errors.join("; ");
+        return;
+      }
+    }
+    await step(tool.name, value, error);
+  });
+  return form;
+}
+
+async function reset(event) {
+  event.preventDefault();
+  const errorBox = document.getElementById("reset-error");
+  errorBox.textContent = "";
+  const seedText = document.getElementById("seed").value.trim();
+  const optionsText = document.getElementById("options").value.trim();
+  let options = null;
+  if (optionsText) {
+    try {
+      options = JSON.parse(optionsText);
+    } catch (e) {
+      errorBox.textContent = "options are not valid JSON: " + e.message;
+      return;
+    }
+    if (!options || typeof options !== "object" || Array.isArray(options)) {
+      errorBox.textContent = "options must be a JSON object";
+      return;
+    }
+  }
+  if (seedText && !/^-?\d+$/.test(seedText)) {
+    errorBox.textContent = "seed must be a whole number";
+    return;
+  }
+  const id = newEpisodeId();
+  const body = { episode_id: id, seed: seedText ? Number(seedText) : null, options, previous: page.episodeId };
+  // Stop following the old episode first: its feed's "closed" event is for other tabs.
+  const old = { id: page.episodeId, seq: page.lastSeq };
+  if (page.follower) page.follower.abort();
+  await busy(async () => {
+    try {
+      const event = await api("/api/reset", body);
+      watch(id, -1);
+      apply(event);
+    } catch (e) {
+      errorBox.textContent = e.message;
+      if (old.id) watch(old.id, old.seq);
+    }
+  });
+}
+
+async function step(tool, args, errorBox) {
+  if (!page.episodeId) {
+    errorBox.textContent = "Reset first: there is no episode yet.";
+    return;
+  }
+  await busy(async () => {
+    try {
+      const event = await api("/api/step", { episode_id: page.episodeId, tool, arguments: args });
+      if (event.seq === page.lastSeq + 1) apply(event); // else the live feed brings it, in order
+    } catch (e) {
+      errorBox.textContent = e.message;
+    }
+  });
+}
+
+async function busy(fn) {
+  page.busy = true;
+  document.body.classList.add("busy");
+  document.querySelectorAll("button[type=submit]").forEach((b) => { b.disabled = true; });
+  try {
+    await fn();
+  } finally {
+    page.busy = false;
+    document.body.classList.remove("busy");
+    document.querySelectorAll("button[type=submit]").forEach((b) => { b.disabled = false; });
+  }
+}
+
+// Follow an episode's feed (replacing any feed followed before).
+function watch(id, after) {
+  if (page.follower) page.follower.abort();
+  page.episodeId = id;
+  page.lastSeq = after;
+  setHashParam("episode", id);
+  document.getElementById("episode-id").textContent = id;
+  const controller = new AbortController();
+  page.follower = controller;
+  follow(`/api/episodes/${id}/events`, () => page.lastSeq, apply, controller.signal, setLive);
+}
+
+function apply(event) {
+  if (event.episode_id !== page.episodeId || event.seq <= page.lastSeq) return;
+  page.lastSeq = event.seq;
+  if (event.kind === "reset") {
+    document.getElementById("history").replaceChildren();
+    document.getElementById("result").replaceChildren(h("p", { class: "note" }, "Call a tool."));
+    document.getElementById("observation").replaceChildren(renderObservation(event.observation));
+    document.getElementById("last-reward").textContent = "–";
+    banner(null);
+  } else if (event.kind === "step") {
+    document.getElementById("result").replaceChildren(h("div", { class: "caption" }, `step ${event.state.step_count}: ${event.tool}(${shortArgs(event.arguments)})`), renderResult(event.result));
+    document.getElementById("history").append(historyEntry(event));
+    const stamp = (event.result._meta || {})[STEP_KEY] || {};
+    document.getElementById("last-reward").textContent = fmt(stamp.reward ?? 0);
+  } else if (event.kind === "closed") {
+    banner("This episode was reset elsewhere; following the new one.");
+    watch(event.next, -1);
+    return;
+  }
+  if (event.state) renderState(event.state);
+}
+
+function renderObservation(observation) {
+  if (typeof observation === "string") return renderText(observation);
+  if (observation && typeof observation === "object" && !Array.isArray(observation)) return kvTable(observation, "observation");
+  return jsonBlock(observation);
+}
+
+function renderState(state) {
+  document.getElementById("total-reward").textContent = fmt(state.total_reward);
+  document.getElementById("step-count").textContent = String(state.step_count) + (page.info && page.info.max_steps ? ` / ${page.info.max_steps}` : "");
+  const flags = document.getElementById("episode-flags");
+  flags.replaceChildren();
+  if (state.done) flags.append(h("span", { class: "badge done" }, state.truncated ? "truncated" : "done"));
+  else flags.append(h("span", { class: "badge running" }, "running"));
+  document.getElementById("state").replaceChildren(kvTable(state, "state"));
+}
+
+function historyEntry(event) {
+  const stamp = (event.result._meta || {})[STEP_KEY] || {};
+  const flags = [stamp.done ? (stamp.truncated ? "truncated" : "done") : null, event.result.isError ? "error" : null].filter(Boolean);
+  return h("li", {}, h("details", { class: "step" + (event.result.isError ? " is-error" : "") },
+    h("summary", {}, h("span", { class: "num" }, `#${stamp.step ?? event.state.step_count}`), " ", h("b", {}, event.tool),
+      h("code", {}, shortArgs(event.arguments)), " → reward ", h("b", { class: "reward" }, fmt(stamp.reward ?? 0)),
+      flags.map((f) => h("span", { class: "badge " + f }, f))),
+    h("div", { class: "caption" }, "arguments"), jsonBlock(event.arguments),
+    h("div", { class: "caption" }, "result"), renderResult(event.result)));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("reset-form").addEventListener("submit", reset);
+  setupTokenDialog(load);
+  load();
+});

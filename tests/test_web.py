@@ -1,0 +1,227 @@
+"""The web page in a real browser: Debian's Chromium, driven by Playwright for Python.
+
+One browser for the session; each test serves its own app on a free loopback port (in a
+thread, since Playwright's sync API runs outside any event loop) and saves a screenshot of
+what it checked under test-artifacts/web/. A missing Chromium fails the suite, never skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from starlette.types import ASGIApp
+
+import mcpgym
+from mcpgym import ServerProcess
+from servers.echo import Echo
+from tests.conftest import serve_app
+from tests.web_envs import Forms
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "web"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    assert os.path.exists(CHROMIUM), (
+        f"{CHROMIUM} is missing: the web tests need Debian's chromium (bash scripts/setup.sh --test installs it)"
+    )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()  # before the server stops: no live stream is left open
+    assert not errors, f"the page threw: {errors}"
+
+
+@contextlib.contextmanager
+def served(app: ASGIApp) -> Iterator[str]:
+    """`app` on 127.0.0.1:<free port> in a worker thread's event loop; yields the base URL."""
+    with start_blocking_portal("asyncio") as portal, portal.wrap_async_context_manager(serve_app(app)) as base:
+        yield base
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def tool(page: Page, name: str) -> Any:
+    return page.locator(f"form.tool[data-tool='{name}']")
+
+
+def test_echo_episode_to_reward_one(page: Page) -> None:
+    gym = mcpgym.GymServer(Echo)
+    with served(gym.http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        expect(page.locator("#env-name")).to_have_text("Echo")
+        page.fill("#seed", "3")
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("Say the word")
+        target = page.locator("#observation tr[data-key=target] td").inner_text()
+        echo = tool(page, "echo_message")
+        echo.locator("input[name=message]").fill("not it")
+        echo.locator("button.call").click()
+        expect(page.locator("#history > li")).to_have_count(1)
+        expect(page.locator("#total-reward")).to_have_text("0")
+        echo.locator("input[name=message]").fill(target)
+        echo.locator("button.call").click()
+        expect(page.locator("#history > li")).to_have_count(2)
+        expect(page.locator("#total-reward")).to_have_text("1")
+        expect(page.locator("#episode-flags")).to_contain_text("done")
+        expect(page.locator("#result pre.text")).to_have_text(target)
+        expect(page.locator("#live")).to_have_text("live")
+        page.locator("#history details").first.locator("summary").click()  # expand the first step
+        expect(page.locator("#history details").first.locator(".result pre.text")).to_have_text("not it")
+        shot(page, "echo")
+        # Client-side validation stops a bad call; the server would have refused it too.
+        repeat = tool(page, "repeat")
+        repeat.locator("input[name=message]").fill("x")
+        repeat.locator("input[name=times]").fill("99")
+        repeat.locator("button.call").click()
+        expect(repeat.locator(".form-error")).to_contain_text("times: must be ≤ 10")
+        expect(page.locator("#history > li")).to_have_count(2)
+        # The page's episode is an explicit one in the server's own registry, owned by the page.
+        episode_id = page.locator("#episode-id").inner_text()
+        episode = gym.registry.get(episode_id, "mcpgym-web")
+        assert (episode.step_count, episode.total_reward, episode.done) == (2, 1.0, True)
+
+
+def test_every_schema_feature_and_live_second_tab(page: Page, browser: Browser) -> None:
+    gym = mcpgym.GymServer(Forms)
+    with served(gym.http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        page.fill("#options", '{"level": 2}')
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("forms")
+        form = tool(page, "configure")
+        # What the schema says is on the form: bounds, defaults, enums as selects, a code box.
+        assert form.locator("input[name=count]").get_attribute("max") == "5"
+        assert form.locator("input[name=count]").input_value() == "2"
+        assert form.locator("select[name=mode] option").all_inner_texts() == ["fast", "slow"]
+        assert form.locator("textarea[name=code]").count() == 1
+        assert form.locator("input[name=verbose][type=checkbox]").count() == 1
+        assert form.locator("fieldset input[name='point.x']").count() == 1
+        # A second tab watching the same episode gets every step pushed to it.
+        watcher = browser.new_page()
+        watcher.goto(page.url)
+        expect(watcher.locator("#live")).to_have_text("live")
+        # Client-side validation: required fields, bounds, lengths.
+        form.locator("input[name=name]").fill("a")
+        form.locator("input[name=ratio]").fill("1")
+        form.locator("button.call").click()
+        errors = form.locator(".form-error")
+        expect(errors).to_contain_text("name: at least 2 characters")
+        expect(errors).to_contain_text("ratio: must be < 1")
+        expect(errors).to_contain_text("code: required")
+        expect(errors).to_contain_text("point.x: required")
+        form.locator("input[name=name]").fill("ada")
+        form.locator("input[name=ratio]").fill("0.25")
+        form.locator("textarea[name=code]").fill("def f():\n    return 1")
+        form.locator("input[name='point.x']").fill("4")
+        form.locator("input[name='point.label']").fill("p")
+        form.locator("input[name=count]").fill("3")
+        form.locator("input[name=verbose]").check()
+        form.locator("select[name=mode]").select_option(label="slow")
+        for tag in ("a", "b"):
+            form.locator("button.add").click()
+            form.locator(".array-items input").last.fill(tag)
+        form.locator("button.call").click()
+        expect(page.locator("#total-reward")).to_have_text("1")
+        structured = json.loads(page.locator("#result pre.structured").text_content() or "")
+        assert structured == {
+            "name": "ada",
+            "code": "def f():\n    return 1",
+            "point": {"x": 4, "y": 0, "label": "p"},
+            "count": 3,
+            "ratio": 0.25,
+            "verbose": True,
+            "mode": "slow",
+            "tags": ["a", "b"],
+            "note": None,
+        }
+        expect(watcher.locator("#history > li")).to_have_count(1)
+        expect(watcher.locator("#total-reward")).to_have_text("1")
+        shot(page, "forms")
+        watcher.close()
+
+
+def test_server_side_validation_images_and_escaping(page: Page) -> None:
+    with served(mcpgym.GymServer(Forms).http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("forms")
+        # Raw JSON bypasses the page's checks: the server's validation answers with an error result.
+        form = tool(page, "configure")
+        form.locator("button.toggle-json").click()
+        form.locator("textarea.raw").fill('{"name": "ada", "code": "", "point": {"x": 1}, "count": 99}')
+        form.locator("button.call").click()
+        expect(page.locator("#result .result.is-error")).to_contain_text("Invalid arguments for tool 'configure'")
+        expect(page.locator("#result .result.is-error")).to_contain_text("count")
+        tool(page, "picture").locator("button.call").click()
+        image = page.locator("#result img.result-image")
+        expect(image).to_be_visible()
+        assert image.evaluate("img => img.naturalWidth") == 16  # decoded, not a broken image
+        tool(page, "html").locator("button.call").click()
+        expect(page.locator("#result pre.text")).to_have_text(mcpgym_hostile())
+        assert page.title() != "pwned"
+        assert page.locator("#result script, #result b, #result img").count() == 0
+        shot(page, "escaping")
+
+
+def mcpgym_hostile() -> str:
+    from tests.web_envs import HOSTILE
+
+    return HOSTILE
+
+
+def test_token_protected_server(page: Page) -> None:
+    argv = [sys.executable, "-m", "mcpgym", "serve", "servers.echo:Echo", "--http", "--web", "--port", "0"]
+    with ServerProcess([*argv, "--token", "s3cret"]) as server:
+        base = server.url.removesuffix("/mcp")
+        assert page.request.get(f"{base}/web/api/info").status == 401  # the data needs the token
+        page.goto(f"{base}/web")
+        page.locator("#token-dialog input[name=token]").fill("s3cret")
+        page.locator("#token-dialog button").click()
+        expect(page.locator("#env-name")).to_have_text("Echo")
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("Say the word")
+        echo = tool(page, "echo_message")
+        echo.locator("input[name=message]").fill("hi")
+        echo.locator("button.call").click()
+        expect(page.locator("#history > li")).to_have_count(1)
+        expect(page.locator("#live")).to_have_text("live")
+        # #token=... in the link works too, and leaves the address bar.
+        other = page.context.new_page()
+        other.goto(f"{base}/web#token=s3cret")
+        expect(other.locator("#env-name")).to_have_text("Echo")
+        assert "s3cret" not in other.url
+        shot(page, "token")
+        other.close()
