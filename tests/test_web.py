@@ -225,3 +225,62 @@ def test_token_protected_server(page: Page) -> None:
         assert "s3cret" not in other.url
         shot(page, "token")
         other.close()
+
+
+def record_runs(directory: Path) -> tuple[int, int]:
+    """Echo episodes recorded by a server, and a rollout file from the harness; returns how many
+    of each. Even seeds say the target word (reward 1.0), odd ones give up after one wrong word."""
+    import harness
+    from harness.policy import tool_call
+    from harness.types import AssistantTurn
+
+    gym = mcpgym.GymServer(Echo, record=directory / "recorded")
+
+    async def play() -> None:
+        async with mcpgym.connect(gym) as env:
+            for seed in range(6):
+                first = await env.reset(seed=seed)
+                word = first.observation["target"] if seed % 2 == 0 else "wrong"
+                await env.call_tool("echo_message", {"message": word})
+
+    async def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        if messages[-1]["role"] == "tool":
+            return AssistantTurn(content="done")
+        target = json.loads(messages[-1]["content"])["target"]
+        return AssistantTurn(tool_calls=[tool_call("c1", "echo_message", {"message": target})])
+
+    async def main() -> None:
+        await play()
+        await harness.rollout(Echo, policy, episodes=4, seed=0, out=directory / "rollout.jsonl")
+
+    with start_blocking_portal("asyncio") as portal:  # Playwright's loop holds this thread
+        portal.call(main)
+    return 6, 4
+
+
+def test_view_recorded_runs(page: Page, tmp_path: Path) -> None:
+    recorded, rolled = record_runs(tmp_path)
+    with ServerProcess([sys.executable, "-m", "mcpgym", "view", str(tmp_path), "--port", "0"]) as server:
+        page.goto(server.url)
+        total = recorded + rolled
+        expect(page.locator("#count")).to_have_text(f"{total} of {total}")
+        expect(page.locator("#rows tr")).to_have_count(total)
+        expect(page.locator("#plot svg circle.point")).to_have_count(total)
+        expect(page.locator("#plot svg polyline.mean")).to_have_count(1)
+        # Filtering: the recorded episodes that failed (odd seeds: reward 0).
+        page.fill("#min-reward", "1")
+        expect(page.locator("#count")).to_have_text(f"{3 + rolled} of {total}")
+        page.fill("#min-reward", "")
+        page.fill("#filter", "rollout.jsonl")
+        expect(page.locator("#count")).to_have_text(f"{rolled} of {total}")
+        page.fill("#filter", "")
+        # A recorded episode's timeline, loaded when opened.
+        page.locator("#rows tr", has_text=".jsonl").filter(has_not_text="rollout").first.click()
+        expect(page.locator("#episode .steps details.step")).to_have_count(1)
+        expect(page.locator("#episode")).to_contain_text("echo_message")
+        page.locator("#episode details.step > summary").click()
+        shot(page, "view-recorded")
+        page.locator("#rows tr", has_text="rollout.jsonl").first.click()
+        expect(page.locator("#episode .turn")).to_have_count(1)  # the winning call ends the episode
+        expect(page.locator("#episode .turn")).to_contain_text("reward 1")
+        shot(page, "view-rollout")

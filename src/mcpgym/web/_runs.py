@@ -131,7 +131,7 @@ def _record_summary(path: Path, f: Any, head: dict[str, Any]) -> dict[str, Any]:
     if close is not None:
         reward, steps = close.get("total_reward", 0.0), close.get("step_count", 0)
         done, truncated, ended = bool(close.get("done")), bool(close.get("truncated")), close.get("time", started)
-        status = "truncated" if truncated else "done" if done else "closed"
+        status = "truncated" if truncated else "done" if done else "not done"
     else:  # no closing line: count what is there
         steps_seen = [e for e in _read_events(path) if e.get("event") == "step"]
         reward, steps = sum(float(e.get("reward") or 0.0) for e in steps_seen), len(steps_seen)
