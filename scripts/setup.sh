@@ -17,6 +17,11 @@ if [ "${1:-}" = "--test" ]; then
   if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "setup: bubblewrap not installed; sandbox tests will say what they skip" >&2
   fi
+  # The web page's browser tests (tests/test_web.py) drive Debian's chromium headless; they
+  # fail, never skip, without it.
+  if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "setup: chromium not installed; tests/test_web.py will fail" >&2
+  fi
   # torch first, pinned: 2.13.0 is the CPU wheel these machines carry; an unpinned torch
   # (asked for by trl) would fetch a multi-GB CUDA build.
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0

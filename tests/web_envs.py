@@ -59,9 +59,7 @@ class Forms(mcpgym.Environment):
     async def picture(self) -> types.CallToolResult:
         """A 16x16 checkerboard PNG."""
         data = base64.b64encode(checkerboard_png()).decode()
-        return types.CallToolResult(
-            content=[types.ImageContent(type="image", data=data, mime_type="image/png")]
-        )
+        return types.CallToolResult(content=[types.ImageContent(type="image", data=data, mime_type="image/png")])
 
     @mcpgym.tool
     async def html(self) -> str:

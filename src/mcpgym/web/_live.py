@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 MAX_FEEDS = 256
 """Episodes whose history is kept for late watchers; the oldest is dropped past this."""
@@ -31,7 +31,7 @@ class Feed:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
-        self.watchers: set[ObjectSendStream[dict[str, Any]]] = set()
+        self.watchers: set[MemoryObjectSendStream[dict[str, Any]]] = set()
         self.first_seq = 0
 
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -87,9 +87,9 @@ class Hub:
             return
         feed = self.feed(episode_id)
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](MAX_EVENTS)
-        for event in feed.events:
-            if event["seq"] > after:
-                send.send_nowait(event)
+        for missed in feed.events:
+            if missed["seq"] > after:
+                send.send_nowait(missed)
         feed.watchers.add(send)
         yield "retry: 1000\n\n"
         try:

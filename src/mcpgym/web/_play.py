@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from mcpgym._episode import Episode, unknown_episode
 from mcpgym._errors import MCPError
 from mcpgym._protocol import is_valid_episode_id
 from mcpgym.web._guard import BadRequest, Guard, static_asset, static_file
@@ -62,7 +63,10 @@ class PlayPage:
 
     async def info(self, request: Request) -> Response:
         cls = self.gym.env_cls
-        tools = [s.definition.model_dump(mode="json", by_alias=True, exclude_none=True) for s in cls.__mcpgym_tools__.values()]
+        tools = [
+            s.definition.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for s in cls.__mcpgym_tools__.values()
+        ]
         return JSONResponse(
             {
                 "environment": cls.__name__,
@@ -82,9 +86,13 @@ class PlayPage:
             raise BadRequest("options must be a JSON object or null")
         if previous is not None:
             previous = _episode_id(previous)
+            if not self._is_own(previous):
+                previous = None  # not the page's to close
+        if not self._is_own(episode_id, missing_ok=True):
+            raise BadRequest("That episode id is taken: mint a fresh one for a new episode.")
         try:
             result = await self.gym.registry.reset(episode_id, seed, options, previous, owner=WEB_OWNER)
-            state = self.gym.registry.get(episode_id, WEB_OWNER).state()
+            state = self._own(episode_id).state()
         except MCPError as exc:
             raise BadRequest(exc.message) from None
         if previous is not None and previous != episode_id:
@@ -110,7 +118,7 @@ class PlayPage:
         if not isinstance(arguments, dict):
             raise BadRequest("arguments must be a JSON object")
         try:
-            episode = self.gym.registry.get(episode_id, WEB_OWNER)
+            episode = self._own(episode_id)
             result = await episode.call(tool, arguments)
             state = episode.state()
         except MCPError as exc:
@@ -128,7 +136,7 @@ class PlayPage:
     async def state(self, request: Request) -> Response:
         episode_id = _episode_id(request.path_params["episode_id"])
         try:
-            return JSONResponse(_dump(self.gym.registry.get(episode_id, WEB_OWNER).state()))
+            return JSONResponse(_dump(self._own(episode_id).state()))
         except MCPError as exc:
             raise BadRequest(exc.message, 404) from None
 
@@ -144,6 +152,18 @@ class PlayPage:
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},  # nginx: pass events through as they come
         )
+
+    def _is_own(self, episode_id: str, *, missing_ok: bool = False) -> bool:
+        episode = self.gym.registry.get(episode_id, WEB_OWNER, missing_ok=True)
+        return missing_ok if episode is None else episode.owner == WEB_OWNER
+
+    def _own(self, episode_id: str) -> Episode:
+        """A page episode. The registry lets anyone holding the id use an episode that has no
+        owner (a stateless MCP client's); the page drives only its own."""
+        episode = self.gym.registry.get(episode_id, WEB_OWNER)
+        if episode.owner != WEB_OWNER:
+            raise unknown_episode()
+        return episode
 
 
 def _episode_id(value: object) -> str:

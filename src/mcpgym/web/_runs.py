@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,15 @@ def _record_summary(path: Path, f: Any, head: dict[str, Any]) -> dict[str, Any]:
         done, truncated = bool(last.get("done")), bool(last.get("truncated"))
         ended = (last.get("time") or started) + (last.get("duration") or 0.0)
         status = "unfinished"
-    return {**row, "reward": reward, "length": steps, "done": done, "truncated": truncated, "status": status,
-            "duration": max(0.0, ended - started)}
+    return {
+        **row,
+        "reward": reward,
+        "length": steps,
+        "done": done,
+        "truncated": truncated,
+        "status": status,
+        "duration": max(0.0, ended - started),
+    }
 
 
 def _closing_record(f: Any) -> dict[str, Any] | None:
@@ -152,8 +160,9 @@ def _closing_record(f: Any) -> dict[str, Any] | None:
     return last if last is not None and last.get("event") == "close" else None
 
 
-def _rollout_rows(path: Path, f: Any, first: bytes, head: dict[str, Any]) -> Any:
-    offset, line, record = 0, first, head
+def _rollout_rows(path: Path, f: Any, first: bytes, head: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Location]]:
+    offset, line = 0, first
+    record: dict[str, Any] | None = head
     while line:
         if record is not None:
             yield _rollout_summary(path, record), Location(path, offset, len(line))
@@ -178,7 +187,13 @@ def _rollout_summary(path: Path, t: dict[str, Any]) -> dict[str, Any]:
         "turns": len(t.get("turns") or ()),
         "done": bool(t.get("done")),
         "truncated": bool(t.get("truncated")),
-        "status": "failed" if failed else "truncated" if t.get("truncated") else "done" if t.get("done") else t.get("stop"),
+        "status": "failed"
+        if failed
+        else "truncated"
+        if t.get("truncated")
+        else "done"
+        if t.get("done")
+        else t.get("stop"),
         "stop": t.get("stop"),
         "error": t.get("error"),
         "duration": t.get("duration") or 0.0,
