@@ -114,6 +114,37 @@ def test_echo_episode_to_reward_one(page: Page) -> None:
         assert (episode.step_count, episode.total_reward, episode.done) == (2, 1.0, True)
 
 
+def test_coding_episode_run_code_then_submit(page: Page, tmp_path: Path) -> None:
+    from tests.coding.helpers import coding
+
+    task = {
+        "task_id": "web/add",
+        "prompt": 'def add(a, b):\n    """Return a + b."""\n',
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 5) == 7\n",
+        "entry_point": "add",
+    }
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    from servers.coding import load_tasks
+
+    with served(mcpgym.GymServer(coding(tasks=load_tasks(tmp_path / "tasks.jsonl"))).http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        page.fill("#options", '{"task_id": "web/add"}')
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("Return a + b.")
+        run = tool(page, "run_python")
+        run.locator("textarea[name=code]").fill("print(sum(range(10)))\nprint('<b>not bold</b>')")
+        run.locator("button.call").click()
+        expect(page.locator("#result pre.text")).to_contain_text("45")
+        expect(page.locator("#result pre.text")).to_contain_text("<b>not bold</b>")
+        submit = tool(page, "submit")
+        submit.locator("textarea[name=code]").fill("def add(a, b):\n    return a + b\n")
+        submit.locator("button.call").click()
+        expect(page.locator("#total-reward")).to_have_text("1")
+        expect(page.locator("#episode-flags")).to_contain_text("done")
+        expect(page.locator("#history > li")).to_have_count(2)
+        shot(page, "coding")
+
+
 def test_every_schema_feature_and_live_second_tab(page: Page, browser: Browser) -> None:
     gym = mcpgym.GymServer(Forms)
     with served(gym.http_app(web=True)) as base:

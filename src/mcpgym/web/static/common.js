@@ -151,6 +151,7 @@ function kvTable(object, cls) {
     if (value && typeof value === "object" && !Array.isArray(value)) cell = Object.keys(value).length ? kvTable(value) : h("code", {}, "{}");
     else if (Array.isArray(value)) cell = h("code", {}, JSON.stringify(value));
     else if (typeof value === "boolean") cell = h("span", { class: "flag " + (value ? "on" : "off") }, String(value));
+    else if (typeof value === "string" && value.includes("\n")) cell = h("pre", { class: "text" }, value);
     else cell = h("span", {}, typeof value === "number" ? fmt(value) : String(value));
     table.append(h("tr", { "data-key": key }, h("th", {}, key), h("td", {}, cell)));
   }
@@ -227,6 +228,11 @@ function sameJson(text, serialised) {
   } catch (e) {
     return false;
   }
+}
+
+// Docstrings are wrapped by hand: join their lines, keep their paragraphs.
+function prose(text) {
+  return (text || "").replace(/([^\n])\n(?=[^\n])/g, "$1 ");
 }
 
 function shortArgs(args) {
