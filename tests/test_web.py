@@ -1,6 +1,6 @@
 """The web page in a real browser: Debian's Chromium, driven by Playwright for Python.
 
-One browser for the session; each test serves its own app on a free loopback port (in a
+One browser for the module; each test serves its own app on a free loopback port (in a
 thread, since Playwright's sync API runs outside any event loop) and saves a screenshot of
 what it checked under test-artifacts/web/. A missing Chromium fails the suite, never skips it.
 """
@@ -39,8 +39,11 @@ FLAGS = [
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "web"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One browser for every browser test (they all live in this module). Module-scoped, not
+    session-scoped: Playwright's sync API holds an event loop in the main thread while it runs,
+    which the anyio tests of later modules could not start beside."""
     assert os.path.exists(CHROMIUM), (
         f"{CHROMIUM} is missing: the web tests need Debian's chromium (bash scripts/setup.sh --test installs it)"
     )
@@ -98,8 +101,8 @@ def test_echo_episode_to_reward_one(page: Page) -> None:
         expect(page.locator("#episode-flags")).to_contain_text("done")
         expect(page.locator("#result pre.text")).to_have_text(target)
         expect(page.locator("#live")).to_have_text("live")
-        page.locator("#history details").first.locator("summary").click()  # expand the first step
-        expect(page.locator("#history details").first.locator(".result pre.text")).to_have_text("not it")
+        page.locator("#history details.step").first.locator("> summary").click()  # expand the first step
+        expect(page.locator("#history details.step").first.locator(".result pre.text")).to_have_text("not it")
         shot(page, "echo")
         # Client-side validation stops a bad call; the server would have refused it too.
         repeat = tool(page, "repeat")
@@ -225,6 +228,14 @@ def test_server_side_validation_images_and_escaping(page: Page) -> None:
         assert page.title() != "pwned"
         assert page.locator("#result script, #result b, #result img").count() == 0
         shot(page, "escaping")
+        # Whatever the step stamp carries is shown, generically: flags and reward components too.
+        stamp = {"reward": 0.75, "done": True, "truncated": False, "terminated": True, "components": {"tests": 0.5}}
+        result = {"content": [{"type": "text", "text": "ok"}], "_meta": {"io.mcpgym/step": stamp}}
+        rows = page.evaluate(
+            "r => [...renderResult(r).querySelectorAll('table.stamp tr')].map(t => t.dataset.key)", result
+        )
+        assert rows == ["reward", "done", "truncated", "terminated", "components", "tests"]
+        assert page.evaluate("s => trueFlags(s)", stamp) == ["done", "terminated"]
 
 
 def mcpgym_hostile() -> str:
@@ -234,7 +245,7 @@ def mcpgym_hostile() -> str:
 
 
 def test_token_protected_server(page: Page) -> None:
-    argv = [sys.executable, "-m", "mcpgym", "serve", "servers.echo:Echo", "--http", "--web", "--port", "0"]
+    argv = [sys.executable, "-m", "servers.echo", "--http", "--web", "--port", "0"]  # what `mcpgym serve` runs too
     with ServerProcess([*argv, "--token", "s3cret"]) as server:
         base = server.url.removesuffix("/mcp")
         assert page.request.get(f"{base}/web/api/info").status == 401  # the data needs the token

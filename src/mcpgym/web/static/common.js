@@ -235,6 +235,11 @@ function prose(text) {
   return (text || "").replace(/([^\n])\n(?=[^\n])/g, "$1 ");
 }
 
+// The names of a stamp's or state's true flags (done, truncated, terminated, whatever it carries).
+function trueFlags(object) {
+  return Object.entries(object || {}).filter(([, v]) => v === true).map(([k]) => k);
+}
+
 function shortArgs(args) {
   const text = JSON.stringify(args || {});
   return text.length > 80 ? text.slice(0, 77) + "…" : text;

@@ -213,14 +213,14 @@ function renderState(state) {
   document.getElementById("step-count").textContent = String(state.step_count) + (page.info && page.info.max_steps ? ` / ${page.info.max_steps}` : "");
   const flags = document.getElementById("episode-flags");
   flags.replaceChildren();
-  if (state.done) flags.append(h("span", { class: "badge done" }, state.truncated ? "truncated" : "done"));
-  else flags.append(h("span", { class: "badge running" }, "running"));
+  const on = trueFlags(state);
+  flags.append(...(on.length ? on : ["running"]).map((f) => h("span", { class: "badge " + f }, f)));
   document.getElementById("state").replaceChildren(kvTable(state, "state"));
 }
 
 function historyEntry(event) {
   const stamp = (event.result._meta || {})[STEP_KEY] || {};
-  const flags = [stamp.done ? (stamp.truncated ? "truncated" : "done") : null, event.result.isError ? "error" : null].filter(Boolean);
+  const flags = [...trueFlags(stamp), event.result.isError ? "error" : null].filter(Boolean);
   return h("li", {}, h("details", { class: "step" + (event.result.isError ? " is-error" : "") },
     h("summary", {}, h("span", { class: "num" }, `#${stamp.step ?? event.state.step_count}`), " ", h("b", {}, event.tool),
       h("code", {}, shortArgs(event.arguments)), " → reward ", h("b", { class: "reward" }, fmt(stamp.reward ?? 0)),

@@ -162,7 +162,8 @@ function recordTimeline(data) {
       out.push(h("div", { class: "caption" }, "reset: first observation"), renderObservationValue(event.observation));
       if (event.options) out.push(h("div", { class: "caption" }, "options"), jsonBlock(event.options));
     } else if (event.event === "step") {
-      const flags = [event.done ? (event.truncated ? "truncated" : "done") : null, event.result && event.result.isError ? "error" : null].filter(Boolean);
+      const { tool, arguments: _a, result, step, time, duration, event: _e, ...stamp } = event;
+      const flags = [...trueFlags(stamp), result && result.isError ? "error" : null].filter(Boolean);
       steps.append(h("li", {}, h("details", { class: "step" + (event.result && event.result.isError ? " is-error" : "") },
         h("summary", {}, h("span", { class: "num" }, `#${event.step}`), " ", h("b", {}, event.tool), h("code", {}, shortArgs(event.arguments)),
           " → reward ", h("b", { class: "reward" }, fmt(event.reward)), flags.map((f) => h("span", { class: "badge " + f }, f)),
