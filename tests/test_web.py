@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 
 import mcpgym
 from mcpgym import ServerProcess
+from mcpgym._protocol import new_episode_id
 from servers.echo import Echo
 from tests.conftest import serve_app
 from tests.web_envs import Forms
@@ -83,11 +84,14 @@ def tool(page: Page, name: str) -> Any:
 def test_echo_episode_to_reward_one(page: Page) -> None:
     gym = mcpgym.GymServer(Echo)
     with served(gym.http_app(web=True)) as base:
-        page.goto(f"{base}/web")
+        # A link to an episode the server no longer has says so (and stops following it).
+        page.goto(f"{base}/web#episode={new_episode_id()}")
+        expect(page.locator("#banner")).to_contain_text("This episode is gone")
         expect(page.locator("#env-name")).to_have_text("Echo")
         page.fill("#seed", "3")
         page.click("#reset")
         expect(page.locator("#observation")).to_contain_text("Say the word")
+        expect(page.locator("#banner")).to_be_hidden()
         target = page.locator("#observation tr[data-key=target] td").inner_text()
         echo = tool(page, "echo_message")
         echo.locator("input[name=message]").fill("not it")

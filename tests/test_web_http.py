@@ -127,6 +127,8 @@ async def test_live_events_replay_after_last_event_id() -> None:
             assert closed["kind"] == "closed" and closed["next"] != episode
             with pytest.raises(StopAsyncIteration):
                 await anext(events)  # that feed is over
+        gone = await http.get(url)
+        assert gone.status_code == 404 and "reset" in gone.json()["error"]  # the page stops following it
 
 
 async def test_open_live_streams_end_when_the_server_shuts_down() -> None:
@@ -135,7 +137,9 @@ async def test_open_live_streams_end_when_the_server_shuts_down() -> None:
         # no graceful-shutdown timeout): leaving serve_app would hang until fail_after fires.
         with anyio.fail_after(20):
             async with serve_app(mcpgym.GymServer(Echo).http_app(web=True)) as base:
-                url = f"{base}/web/api/episodes/{new_episode_id()}/events"
+                episode = new_episode_id()
+                await http.post(f"{base}/web/api/reset", json={"episode_id": episode}, headers=JSON)
+                url = f"{base}/web/api/episodes/{episode}/events"
                 stream = await http.send(http.build_request("GET", url), stream=True)
                 assert stream.status_code == 200
         await stream.aclose()

@@ -70,3 +70,25 @@ def test_view_refuses_a_missing_path(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "mcpgym", "view", str(tmp_path / "nope")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode != 0 and "no such file or directory" in done.stderr
+
+
+async def test_viewer_is_read_only_and_guarded(tmp_path: Path) -> None:
+    import httpx2
+
+    from mcpgym.web import view_app
+    from tests.conftest import serve_app
+
+    await record(tmp_path, range(2))
+    async with serve_app(view_app([tmp_path], token="t")) as base, httpx2.AsyncClient() as http:
+        auth = {"Authorization": "Bearer t"}
+        assert (await http.get(f"{base}/view")).status_code == 200  # the shell; the data needs the token
+        assert (await http.get(f"{base}/view/api/runs")).status_code == 401
+        runs = (await http.get(f"{base}/view/api/runs", headers=auth)).json()
+        assert len(runs["episodes"]) == 2
+        episode = (await http.get(f"{base}/view/api/episodes/1", headers=auth)).json()
+        assert episode["format"] == "record" and episode["summary"]["n"] == 1
+        assert (await http.get(f"{base}/view/api/episodes/2", headers=auth)).status_code == 404
+        assert (await http.get(f"{base}/view/api/episodes/-1", headers=auth)).status_code == 404
+        rebinding = await http.get(f"{base}/view/api/runs", headers={**auth, "Host": "evil.example"})
+        assert rebinding.status_code == 421
+        assert (await http.post(f"{base}/view/api/runs", headers=auth)).status_code == 405

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-MAX_FEEDS = 256
+MAX_FEEDS = 64
 """Episodes whose history is kept for late watchers; the oldest is dropped past this."""
-MAX_EVENTS = 10_000
-"""Events kept per episode (a step limit bounds most episodes far below this)."""
+MAX_EVENTS = 2_000
+"""Events kept per episode for replay (a step limit bounds most episodes below this)."""
 KEEPALIVE = 15.0
 """Seconds between comment lines on an idle stream, so proxies do not cut it."""
 
@@ -60,6 +60,9 @@ class Hub:
     def __init__(self) -> None:
         self._feeds: OrderedDict[str, Feed] = OrderedDict()
         self.stopped = False
+
+    def has(self, episode_id: str) -> bool:
+        return episode_id in self._feeds
 
     def feed(self, episode_id: str) -> Feed:
         feed = self._feeds.get(episode_id)

@@ -142,6 +142,9 @@ class PlayPage:
 
     async def events(self, request: Request) -> Response:
         episode_id = _episode_id(request.path_params["episode_id"])
+        if not self.hub.has(episode_id) and not self._is_own(episode_id):
+            # Nothing to follow (closed, expired, or from before a restart): say so, once.
+            raise BadRequest("Unknown episode: reset to start a new one.", 404)
         after = request.headers.get("last-event-id") or request.query_params.get("after") or "-1"
         try:
             seq = int(after)

@@ -66,13 +66,15 @@ async function api(path, body) {
 }
 
 // Server-Sent Events over fetch (EventSource cannot send the Authorization header). Calls
-// onEvent(parsed) for each event; reconnects with Last-Event-ID until signal is aborted.
-async function follow(path, lastId, onEvent, signal, onStatus) {
+// onEvent(parsed) for each event; reconnects with Last-Event-ID until signal is aborted, or
+// calls onGone() when the server no longer has the episode.
+async function follow(path, lastId, onEvent, signal, onStatus, onGone) {
   while (!signal.aborted) {
     try {
       const headers = { ...authHeaders(), "Last-Event-ID": String(lastId()) };
       const response = await fetch(BASE + path, { headers, signal });
       if (response.status === 401) { askForToken(); return; }
+      if (response.status === 404) { onStatus(false); onGone(); return; }
       if (!response.ok) throw new Error("HTTP " + response.status);
       onStatus(true);
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();

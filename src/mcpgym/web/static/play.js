@@ -177,7 +177,9 @@ function watch(id, after) {
   document.getElementById("episode-id").textContent = id;
   const controller = new AbortController();
   page.follower = controller;
-  follow(`/api/episodes/${id}/events`, () => page.lastSeq, apply, controller.signal, setLive);
+  follow(`/api/episodes/${id}/events`, () => page.lastSeq, apply, controller.signal, setLive, () => {
+    banner("This episode is gone (closed, expired after the idle timeout, or the server restarted): reset to start a new one.");
+  });
 }
 
 function apply(event) {
