@@ -321,7 +321,7 @@ def test_view_recorded_runs(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#count")).to_have_text(f"{rolled} of {total}")
         page.fill("#filter", "")
         # A recorded episode's timeline, loaded when opened.
-        page.locator("#rows tr", has_text=".jsonl").filter(has_not_text="rollout").first.click()
+        page.locator("#rows tr", has_text="recorded/").first.click()
         expect(page.locator("#episode .steps details.step")).to_have_count(1)
         expect(page.locator("#episode")).to_contain_text("echo_message")
         page.locator("#episode details.step > summary").click()

@@ -54,14 +54,18 @@ class RunIndex:
     def refresh(self) -> list[dict[str, Any]]:
         """Re-scan `paths` (unchanged files are not read again); returns the summary rows."""
         files: dict[Path, _FileRows] = {}
-        for path in self._jsonl_files():
+        for root, path in self._jsonl_files():
             try:
                 st = path.stat()
             except OSError:
                 continue  # removed while we listed it
             stamp = (st.st_size, st.st_mtime_ns)
             known = self._files.get(path)
-            files[path] = known if known is not None and known.stamp == stamp else _FileRows(stamp, _index_file(path))
+            files[path] = (
+                known
+                if known is not None and known.stamp == stamp
+                else _FileRows(stamp, _index_file(path, _name(root, path)))
+            )
         self._files = files
         pairs = [pair for entry in files.values() for pair in entry.rows]
         pairs.sort(key=_order)
@@ -82,14 +86,20 @@ class RunIndex:
             trajectory = json.loads(f.read(location.length))
         return {"format": "rollout", "trajectory": trajectory}
 
-    def _jsonl_files(self) -> list[Path]:
-        found: list[Path] = []
+    def _jsonl_files(self) -> list[tuple[Path, Path]]:
+        """(the path given, a file under it) for every JSONL file to index."""
+        found: list[tuple[Path, Path]] = []
         for path in self.paths:
             if path.is_dir():
-                found.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
+                found.extend((path, p) for p in sorted(path.rglob("*.jsonl")) if p.is_file())
             elif path.is_file():
-                found.append(path)
+                found.append((path.parent, path))
         return found
+
+
+def _name(root: Path, path: Path) -> str:
+    """How the page names a file: relative to the directory it was found under."""
+    return path.relative_to(root).as_posix()
 
 
 def _order(pair: tuple[dict[str, Any], Location]) -> tuple[Any, ...]:
@@ -100,7 +110,7 @@ def _order(pair: tuple[dict[str, Any], Location]) -> tuple[Any, ...]:
     return (1, "", 0, row.get("started") or 0.0)
 
 
-def _index_file(path: Path) -> list[tuple[dict[str, Any], Location]]:
+def _index_file(path: Path, name: str) -> list[tuple[dict[str, Any], Location]]:
     try:
         with path.open("rb") as f:
             first = f.readline()
@@ -108,20 +118,20 @@ def _index_file(path: Path) -> list[tuple[dict[str, Any], Location]]:
             if head is None:
                 return []
             if head.get("event") == "reset":
-                return [(_record_summary(path, f, head), Location(path))]
+                return [(_record_summary(path, name, f, head), Location(path))]
             if "turns" in head or "index" in head:
-                return list(_rollout_rows(path, f, first, head))
+                return list(_rollout_rows(path, name, f, first, head))
     except OSError:
         pass  # unreadable: not shown (the page lists only what it can open)
     return []
 
 
-def _record_summary(path: Path, f: Any, head: dict[str, Any]) -> dict[str, Any]:
+def _record_summary(path: Path, name: str, f: Any, head: dict[str, Any]) -> dict[str, Any]:
     close = _closing_record(f)
     started = head.get("time") or 0.0
     row: dict[str, Any] = {
         "format": "record",
-        "source": path.name,
+        "source": name,
         "episode_id": head.get("episode_id"),
         "environment": head.get("environment"),
         "seed": head.get("seed"),
@@ -160,23 +170,25 @@ def _closing_record(f: Any) -> dict[str, Any] | None:
     return last if last is not None and last.get("event") == "close" else None
 
 
-def _rollout_rows(path: Path, f: Any, first: bytes, head: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Location]]:
+def _rollout_rows(
+    path: Path, name: str, f: Any, first: bytes, head: dict[str, Any]
+) -> Iterator[tuple[dict[str, Any], Location]]:
     offset, line = 0, first
     record: dict[str, Any] | None = head
     while line:
         if record is not None:
-            yield _rollout_summary(path, record), Location(path, offset, len(line))
+            yield _rollout_summary(name, record), Location(path, offset, len(line))
         offset += len(line)
         line = f.readline()
         record = _loads(line) if line else None
 
 
-def _rollout_summary(path: Path, t: dict[str, Any]) -> dict[str, Any]:
+def _rollout_summary(name: str, t: dict[str, Any]) -> dict[str, Any]:
     failed = t.get("status") == "failed"
     steps = sum(len(turn.get("steps") or ()) for turn in t.get("turns") or ())
     return {
         "format": "rollout",
-        "source": path.name,
+        "source": name,
         "episode_id": t.get("episode_id"),
         "environment": None,
         "seed": t.get("seed"),

@@ -46,6 +46,9 @@ class Viewer:
         )
 
     async def episode(self, request: Request) -> Response:
+        if not self.index.rows():  # asked before the table was loaded (a link to an episode)
+            async with self.lock:
+                await anyio.to_thread.run_sync(self.index.refresh)
         try:
             n = int(request.path_params["n"])
             if n < 0:

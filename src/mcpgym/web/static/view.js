@@ -69,12 +69,13 @@ function renderTable() {
     "data-n": r.n, class: r.n === state.selected ? "selected" : null, onclick: () => openEpisode(r.n) },
     h("td", { class: "num" }, r.index ?? r.n),
     h("td", { title: r.episode_id || "" }, r.episode_id || "–"),
-    h("td", { title: r.source }, r.source),
+    // A recording's file is named after its episode: show where it is, not the name again.
+    h("td", { title: r.source }, r.format === "record" ? (r.source.includes("/") ? r.source.replace(/[^/]*$/, "") : "./") : r.source),
     h("td", {}, r.seed ?? "–"),
     h("td", {}, h("span", { class: "badge " + r.status }, r.status)),
     h("td", { class: "reward" }, fmt(r.reward)),
     h("td", { class: "num" }, r.length),
-    h("td", { class: "num" }, fmt(r.duration)))));
+    h("td", { class: "num" }, r.duration.toFixed(2)))));
   document.getElementById("count").textContent = `${state.shown.length} of ${state.rows.length}`;
   document.getElementById("page-label").textContent = `page ${state.page + 1} of ${pages}`;
   document.getElementById("prev").disabled = state.page === 0;
