@@ -140,7 +140,7 @@ def test_coding_episode_run_code_then_submit(page: Page, tmp_path: Path) -> None
         expect(page.locator("#observation")).to_contain_text("Return a + b.")
         run = tool(page, "run_python")
         run.locator("textarea[name=code]").fill("print(sum(range(10)))\nprint('<b>not bold</b>')")
-        run.locator("button.call").click()
+        run.locator("textarea[name=code]").press("Control+Enter")
         expect(page.locator("#result pre.text")).to_contain_text("45")
         expect(page.locator("#result pre.text")).to_contain_text("<b>not bold</b>")
         submit = tool(page, "submit")
@@ -188,9 +188,14 @@ def test_every_schema_feature_and_live_second_tab(page: Page, browser: Browser) 
         form.locator("input[name=count]").fill("3")
         form.locator("input[name=verbose]").check()
         form.locator("select[name=mode]").select_option(label="slow")
+        tags = form.locator(".field[data-path=tags]")
         for tag in ("a", "b"):
-            form.locator("button.add").click()
-            form.locator(".array-items input").last.fill(tag)
+            tags.locator("button.add").click()
+            tags.locator(".array-items input").last.fill(tag)
+        path = form.locator(".field[data-path=path]")  # an optional array of objects
+        path.locator("button.add").click()
+        path.locator("input[name='path[0].x']").fill("7")
+        path.locator("input[name='path[0].label']").fill("first")
         form.locator("button.call").click()
         expect(page.locator("#total-reward")).to_have_text("1")
         structured = json.loads(page.locator("#result pre.structured").text_content() or "")
@@ -203,6 +208,7 @@ def test_every_schema_feature_and_live_second_tab(page: Page, browser: Browser) 
             "verbose": True,
             "mode": "slow",
             "tags": ["a", "b"],
+            "path": [{"x": 7, "y": 0, "label": "first"}],
             "note": None,
         }
         expect(watcher.locator("#history > li")).to_have_count(1)

@@ -38,6 +38,7 @@ class Forms(mcpgym.Environment):
         verbose: bool = False,
         mode: Literal["fast", "slow"] = "fast",
         tags: list[str] = [],  # noqa: B006 (a schema default, never mutated)
+        path: list[Point] | None = None,
         note: str | None = None,
     ) -> dict[str, Any]:
         """Echo the arguments back as structured content; reward 1.0 when count is 3."""
@@ -52,6 +53,7 @@ class Forms(mcpgym.Environment):
             "verbose": verbose,
             "mode": mode,
             "tags": tags,
+            "path": None if path is None else [p.model_dump() for p in path],
             "note": note,
         }
 

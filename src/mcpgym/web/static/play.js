@@ -75,6 +75,13 @@ function toolCard(tool) {
     args.empty ? h("p", { class: "note" }, "no arguments") : args.el,
     raw, error,
     h("button", { type: "submit", class: "call" }, "Call " + tool.name));
+  form.addEventListener("keydown", (event) => {
+    // Enter submits from a one-line input already; Ctrl/Cmd+Enter does from a code box too.
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.textContent = "";
