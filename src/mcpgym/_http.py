@@ -80,14 +80,7 @@ def http_app(
     DNS-rebinding protection is always on: the Host (and any Origin) must be a loopback name,
     the address bound (when it is a specific one), or one of `allowed_hosts`. `web` adds the
     page at /web (mcpgym.web), under the same checks and token."""
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
-    if host not in (*LOOPBACK, *WILDCARD):
-        hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
-    )
+    security = security_settings(host, allowed_hosts)
     page, page_routes = None, []
     if web:
         from mcpgym.web._play import PlayPage, is_public
@@ -107,6 +100,19 @@ def http_app(
     if page is not None:
         app.state.before_shutdown = [page.hub.stop]
     return BearerAuth(app, token, public=is_public if page else None) if token else app
+
+
+def security_settings(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection for a server bound to `host`: the Host (and any Origin) must be
+    a loopback name, the address bound (when it is a specific one), or one of `allowed_hosts`."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
+    if host not in (*LOOPBACK, *WILDCARD):
+        hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
+    )
 
 
 def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:

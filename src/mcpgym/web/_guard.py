@@ -43,16 +43,6 @@ class BadRequest(Exception):
         self.status = status
 
 
-def loopback_security(allowed_hosts: list[str] | tuple[str, ...] = ()) -> TransportSecuritySettings:
-    """The settings `/mcp` uses on loopback: for `mcpgym view`, which has no MCP app to copy them from."""
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")],
-    )
-
-
 class Guard:
     """Wraps page endpoints in the checks above."""
 

@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from mcpgym._http import DEFAULT_MAX_BODY_BYTES, LOOPBACK, WILDCARD, BearerAuth
-from mcpgym.web._guard import BadRequest, Guard, loopback_security, static_asset, static_file
+from mcpgym._http import DEFAULT_MAX_BODY_BYTES, BearerAuth, security_settings
+from mcpgym.web._guard import BadRequest, Guard, static_asset, static_file
 from mcpgym.web._runs import RunIndex
 
 VIEW_PATH = "/view"
@@ -68,10 +68,7 @@ def view_app(
 ) -> ASGIApp:
     """The viewer's ASGI app over the recordings at `paths` (directories or JSONL files)."""
     viewer = Viewer(paths)
-    hosts = list(allowed_hosts)
-    if host not in (*LOOPBACK, *WILDCARD):
-        hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
-    guard = Guard(loopback_security(hosts), DEFAULT_MAX_BODY_BYTES)
+    guard = Guard(security_settings(host, allowed_hosts), DEFAULT_MAX_BODY_BYTES)
 
     async def home(request: Request) -> Response:
         return RedirectResponse(VIEW_PATH)
