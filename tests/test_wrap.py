@@ -383,3 +383,12 @@ async def test_pools_and_recording_over_wrapped_servers(tmp_path: Path) -> None:
     recorded = mcpgym.read_trajectories(tmp_path / "a") + mcpgym.read_trajectories(tmp_path / "b")
     assert len(recorded) == 2
     assert all([s.tool for s in t.steps] == ["increment"] * 3 and t.total_reward == 1.0 for t in recorded)
+
+
+async def test_the_filesystem_example_runs_as_written() -> None:
+    example = HERE.parent / "examples" / "wrap_filesystem" / "play.py"
+    done = await anyio.run_process([sys.executable, str(example)], cwd=HERE.parent, check=False)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "[in-process] mean return 1.00" in out and "[http+tidy] mean return 1.00" in out
+    assert out.count("return=1.00 done=True") == 8

@@ -27,26 +27,27 @@ logger = logging.getLogger("mcpgym")
 
 
 class Host:
-    """Runs contexts that outlive the request that opened them, until released or shut down."""
+    """Runs contexts that outlive the request that opened them, until released or closed."""
 
     def __init__(self, task_group: TaskGroup) -> None:
         self._tg = task_group
+        self._held: set[anyio.Event] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
         self.state: dict[Any, Any] = {}
         """Shared by every episode this host serves (keyed by whoever stores there)."""
 
-    def cancel(self) -> None:
-        """Stop everything still held (the host is going away)."""
-        self._tg.cancel_scope.cancel()
-
     async def enter(self, cm: AbstractAsyncContextManager[T]) -> tuple[T, Release]:
         """Enter `cm` in a task of the host's own; returns what it yielded and a coroutine
-        function that exits it (and waits until it has). An error while entering is raised here;
-        one while exiting is logged (the episode that held it is already over)."""
+        function that starts exiting it. Exiting goes on in the background (a process may take
+        a while to stop): `aclose()` waits for all of it. An error while entering is raised
+        here; one while held or exiting is logged (the episode sees its own failures)."""
         release = anyio.Event()
-        exited = anyio.Event()
 
         async def hold(*, task_status: TaskStatus[T]) -> None:
             entered = False
+            self._held.add(release)
+            self._idle = anyio.Event() if self._idle.is_set() else self._idle
             try:
                 async with cm as value:
                     task_status.started(value)
@@ -54,16 +55,23 @@ class Host:
                     await release.wait()
             except Exception:
                 if not entered:
-                    raise  # start() re-raises it to the caller; the host's task group is untouched
-                logger.exception("a context held for an episode failed")  # the episode sees its own errors
+                    raise  # start() raises it to the caller; the host's task group is untouched
+                logger.exception("a context held for an episode failed")
             finally:
-                exited.set()
+                self._held.discard(release)
+                if not self._held:
+                    self._idle.set()
 
         value: T = await self._tg.start(hold)
 
         async def close() -> None:
             release.set()
-            with anyio.CancelScope(shield=True):
-                await exited.wait()
 
         return value, close
+
+    async def aclose(self) -> None:
+        """Exit everything still held, and wait until it has (even when cancelled)."""
+        with anyio.CancelScope(shield=True):
+            for release in list(self._held):
+                release.set()
+            await self._idle.wait()

@@ -55,7 +55,7 @@ class InProcessEnv(AsyncEnv):
             stack, self._host_scope = self._host_scope, None
             if stack is not None:
                 assert self._host is not None
-                self._host.cancel()  # anything still held (an episode whose close failed) goes too
+                await self._host.aclose()  # what episodes held is stopped before the client returns
                 await stack.aclose()
             self._host = None
 

@@ -136,9 +136,9 @@ class GymServer:
         # one out closes the episodes that are left.
         # Each entry is also a `Host` (what episodes hold across requests runs in its task group);
         # the last one out closes the episodes before its host goes.
-        async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
-            host = Host(tg)
+            host = Host(held)
             self.registry.hosts.append(host)
             self._lifespans += 1
             try:
@@ -149,6 +149,7 @@ class GymServer:
                     with anyio.CancelScope(shield=True):
                         await self.registry.close_all()
                 self.registry.hosts.remove(host)
+                await host.aclose()
                 tg.cancel_scope.cancel()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from mcpgym._wrap import (
     WrapContext,
     WrappedEnvironment,
     load_tasks,
+    verify,
     wrap,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "WrapContext",
     "WrappedEnvironment",
     "load_tasks",
+    "verify",
     "wrap",
 ]

@@ -8,7 +8,7 @@ from mcpgym._wrap._environment import WrappedEnvironment, wrap
 from mcpgym._wrap._rubric import CallRecord, WrapContext
 from mcpgym._wrap._sandbox import Sandbox
 from mcpgym._wrap._tasks import FileCheck, Task, TaskFileError, Verify, load_tasks
-from mcpgym._wrap._verify import Check, Score
+from mcpgym._wrap._verify import Check, Score, verify
 
 __all__ = [
     "CallRecord",
@@ -22,5 +22,6 @@ __all__ = [
     "WrapContext",
     "WrappedEnvironment",
     "load_tasks",
+    "verify",
     "wrap",
 ]

@@ -147,9 +147,15 @@ class WrappedEnvironment(Environment):
             return _text(f"Finished: score {score.value:g}.")
         result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
         self.context.calls.append(CallRecord(tool_name, arguments, result))
-        if self.config.finish_tool is None:
+        if self.config.finish_tool is None and self._scored:
             await self._settle()
         return result
+
+    @property
+    def _scored(self) -> bool:
+        """A rubric, or a task with checks: otherwise there is nothing to score after a step."""
+        verify = self.task.verify
+        return self.config.rubric is not None or bool(verify.files or verify.absent or verify.only is not None)
 
     async def _call_upstream(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         timeout = self.config.launcher.call_timeout
@@ -236,7 +242,7 @@ def wrap(
     ends the episode when the agent calls it (scored then, instead of after every step).
     Arguments of `command` may hold `{workspace}`, the episode's own directory.
     """
-    argv = tuple(shlex.split(command) if isinstance(command, str) else command)
+    argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
         raise ValueError("wrap() needs the command that starts the MCP server")
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
@@ -269,6 +275,16 @@ def wrap(
 
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _absolute(argv: Sequence[str]) -> tuple[str, ...]:
+    """Relative paths in the command, made absolute here: the server starts in its workspace."""
+    return tuple(
+        str(Path(arg).absolute())
+        if not arg.startswith(("-", "/")) and ("/" in arg or Path(arg).is_file()) and Path(arg).exists()
+        else arg
+        for arg in argv
+    )
 
 
 def _spec(tool: types.Tool) -> ProxyToolSpec:

@@ -106,13 +106,14 @@ class WarmPool:
     async def running(self) -> AsyncIterator[WarmPool]:
         send, receive = anyio.create_memory_object_stream[tuple[Instance, Release]](self.size)
         self._send, self._ready = send, receive
-        async with send, receive, anyio.create_task_group() as tg:
-            self._host = Host(tg)
-            tg.start_soon(self._fill)
+        async with send, receive, anyio.create_task_group() as fill, anyio.create_task_group() as held:
+            self._host = Host(held)
+            fill.start_soon(self._fill)
             try:
                 yield self
             finally:
-                tg.cancel_scope.cancel()
+                fill.cancel_scope.cancel()
+                await self._host.aclose()  # every instance, waiting or handed out, is stopped
 
     async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
         assert self._host is not None and self._ready is not None

@@ -32,9 +32,13 @@ class Score:
 
     value: float
     checks: list[Check] = field(default_factory=list)
+    done: bool | None = None
+    """Whether the task is complete (the episode ends); None: when every check passed."""
 
     @property
     def solved(self) -> bool:
+        if self.done is not None:
+            return self.done
         return bool(self.checks) and all(c.passed for c in self.checks)
 
 
