@@ -52,7 +52,7 @@ def test_the_filesystem_server_is_installed() -> None:
 
 
 @pytest.fixture(scope="module")
-def Filesystem() -> type[mcpgym.Environment]:
+def fs_env() -> type[mcpgym.Environment]:
     return wrap([str(FILESYSTEM), "{workspace}"], tasks=FS_TASKS, max_steps=4)
 
 
@@ -72,8 +72,8 @@ async def _solve(env: mcpgym.AsyncEnv, task_id: str, *, wrong: bool = False) -> 
 
 
 @pytest.mark.parametrize("task_id", ["todo", "rename"])
-async def test_a_scripted_policy_solves_filesystem_tasks(Filesystem: Any, task_id: str) -> None:
-    async with mcpgym.connect(Filesystem) as env:
+async def test_a_scripted_policy_solves_filesystem_tasks(fs_env: Any, task_id: str) -> None:
+    async with mcpgym.connect(fs_env) as env:
         steps = await _solve(env, task_id)
         assert [s.is_error for s in steps] == [False, False]
         assert steps[-1].reward == 1.0 and steps[-1].done and not steps[-1].truncated
@@ -83,8 +83,8 @@ async def test_a_scripted_policy_solves_filesystem_tasks(Filesystem: Any, task_i
 
 
 @pytest.mark.parametrize("task_id", ["todo", "rename"])
-async def test_a_wrong_policy_earns_nothing(Filesystem: Any, task_id: str) -> None:
-    async with mcpgym.connect(Filesystem) as env:
+async def test_a_wrong_policy_earns_nothing(fs_env: Any, task_id: str) -> None:
+    async with mcpgym.connect(fs_env) as env:
         steps = await _solve(env, task_id, wrong=True)
         ws = (await env.state()).info
         assert not any(s.done for s in steps) and sum(s.reward for s in steps) == 0.0
@@ -95,10 +95,10 @@ async def test_a_wrong_policy_earns_nothing(Filesystem: Any, task_id: str) -> No
         assert ws["task_id"] == task_id
 
 
-async def test_tools_and_results_pass_through_unchanged(Filesystem: Any) -> None:
+async def test_tools_and_results_pass_through_unchanged(fs_env: Any) -> None:
     from mcp import Client, StdioServerParameters
 
-    async with mcpgym.connect(Filesystem) as env:
+    async with mcpgym.connect(fs_env) as env:
         ours = await env.list_tools()
         first = await env.reset(options={"task_id": "rename"})
         wrapped = await env.call_tool("read_text_file", {"path": f"{first.observation['workspace']}/a.txt"})
@@ -109,8 +109,22 @@ async def test_tools_and_results_pass_through_unchanged(Filesystem: Any) -> None
     assert wrapped.text == "A" and wrapped.observation.structured_content == {"content": "A"}
 
 
-async def test_concurrent_episodes_never_see_each_others_files(Filesystem: Any) -> None:
-    async with mcpgym.connect(Filesystem) as a, mcpgym.connect(Filesystem) as b:
+async def test_images_pass_through_unchanged(fs_env: Any) -> None:
+    import base64
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    async with mcpgym.connect(fs_env) as env:
+        ws = (await env.reset(options={"task_id": "todo"})).observation["workspace"]
+        await anyio.Path(ws, "pixel.png").write_bytes(png)
+        result = await env.call_tool("read_media_file", {"path": f"{ws}/pixel.png"})
+    image = result.observation.content[0]
+    assert image.type == "image" and image.mime_type == "image/png" and base64.b64decode(image.data) == png
+
+
+async def test_concurrent_episodes_never_see_each_others_files(fs_env: Any) -> None:
+    async with mcpgym.connect(fs_env) as a, mcpgym.connect(fs_env) as b:
         wa = (await a.reset(options={"task_id": "todo"})).observation["workspace"]
         wb = (await b.reset(options={"task_id": "todo"})).observation["workspace"]
         assert wa != wb
