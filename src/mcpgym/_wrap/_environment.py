@@ -11,6 +11,8 @@ rfcs/0008-wrapping-mcp-servers.md.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import logging
 import shlex
@@ -195,6 +197,11 @@ class WrappedEnvironment(Environment):
         return info
 
 
+def _remove_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty: an instance outlived the process (killed), keep it
+        path.rmdir()
+
+
 def _place_files(workspace: Path, files: dict[str, str]) -> None:
     for path, text in files.items():
         target = workspace / path
@@ -248,6 +255,7 @@ def wrap(
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
+    atexit.register(_remove_empty, base)  # each workspace goes with its instance; then their parent
     launcher = Launcher(argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout)
     listed = _list_tools(launcher)
     upstream, exposed = _select(listed, tools)
