@@ -28,6 +28,8 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast]" "torch==2.13.0"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
+  # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).
+  npm ci --prefix tests/wrapped --no-audit --no-fund --loglevel=error
 else
   .venv/bin/pip install --quiet --disable-pip-version-check -e .
 fi

@@ -41,6 +41,7 @@ EXPORTED = {
     "Trajectory",
     "read_trajectories",
     "ServerProcess",
+    "wrap",
 }
 
 

@@ -18,6 +18,7 @@ from mcpgym._server import GymServer
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._wrap import wrap
 
 __version__ = "0.1.0"
 
@@ -49,4 +50,5 @@ __all__ = [
     "read_trajectories",
     "run",
     "tool",
+    "wrap",
 ]

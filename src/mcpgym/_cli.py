@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import os
 import sys
@@ -189,8 +190,71 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=int, default=8080, help="port; 0 picks a free one (default: %(default)s)")
     view.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]")
     view.add_argument("--token", default=os.environ.get("MCPGYM_TOKEN"), help="require this bearer token")
+    _wrap_command(sub)
     _harness_commands(sub)
     return parser
+
+
+_WRAP_EPILOG = """\
+COMMAND starts the MCP server to wrap (stdio); an argument {workspace} becomes each episode's
+own directory. Each episode runs a fresh instance under the sandbox. Tasks: one JSON object per
+line, {"id", "prompt", "files": {path: text}, "verify": {"files": {path: {"equals"|"contains"|
+"excludes"|"matches": ...}}, "absent": [path], "only": [glob]}, "partial", "network", "data"}.
+
+examples:
+  mcpgym wrap --tasks tasks.jsonl -- npx @modelcontextprotocol/server-filesystem {workspace}
+  mcpgym wrap --tasks tasks.jsonl --http --warm 4 --tools read_text_file,write_file -- node fs.js {workspace}
+"""
+
+
+def _wrap_command(sub: Any) -> None:
+    wrap = sub.add_parser(
+        "wrap",
+        help="serve any MCP server as an environment: a fresh instance per episode, tasks and rewards",
+        epilog=_WRAP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wrap.add_argument("wrapped", nargs="+", metavar="-- COMMAND ARGS", help="the MCP server's command line")
+    wrap.add_argument("--tasks", metavar="FILE.jsonl", default=None, help="the tasks episodes draw from")
+    wrap.add_argument("--rubric", metavar="MODULE:OBJ", default=None, help="score episodes with this callable")
+    wrap.add_argument("--tools", metavar="A,B=C", default=None, help="expose only these tools (B renamed C)")
+    wrap.add_argument("--warm", type=int, default=0, metavar="N", help="instances started ahead of resets (0)")
+    wrap.add_argument("--isolation", choices=["auto", "bwrap", "none"], default="auto", help="sandbox (auto)")
+    wrap.add_argument("--max-steps", type=int, default=32, help="truncate episodes after N calls (%(default)s)")
+    wrap.add_argument("--finish-tool", metavar="NAME", default=None, help="a tool that ends and scores the episode")
+    wrap.add_argument(
+        "--wrapped-timeout", type=float, default=60.0, help="seconds the wrapped server may take per call (60)"
+    )
+    _add_serve_options(wrap)
+
+
+def _wrapped(args: argparse.Namespace) -> type[Environment]:
+    from mcpgym._wrap import TaskFileError, wrap
+
+    try:
+        return wrap(
+            args.wrapped,
+            tasks=args.tasks,
+            rubric=_load_object(args.rubric) if args.rubric else None,
+            tools=[t for t in args.tools.split(",") if t] if args.tools else None,
+            warm=args.warm,
+            isolation=args.isolation,
+            max_steps=args.max_steps,
+            call_timeout=args.wrapped_timeout,
+            finish_tool=args.finish_tool,
+        )
+    except (TaskFileError, ValueError, RuntimeError) as exc:
+        sys.exit(f"mcpgym wrap: {exc}")
+
+
+def _load_object(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        sys.exit(f"mcpgym: {spec!r} is not MODULE:OBJECT")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        sys.exit(f"mcpgym: cannot load {spec}: {exc}")
 
 
 def _harness_commands(sub: Any) -> None:
@@ -246,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.command == "view":
         _view(args)
+        return
+    if args.command == "wrap":
+        _serve(_wrapped(args), args)
         return
     try:
         if args.command in ("rollout", "harness"):

@@ -11,6 +11,9 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 - `max_steps` (class attribute) truncates an episode after that many tool calls.
 - `self.rng` is a `random.Random` seeded from `reset(seed=...)` before `reset` runs.
 - `close()` releases resources; mcpgym calls it exactly once per instance.
+- `await self.hold(cm)` enters an async context manager (an MCP client session, a process) for
+  the rest of the episode; it is exited after `close()`. `self.host.state` is shared by every
+  episode of whoever serves the class (a server, an in-process client).
 """
 
 from __future__ import annotations
@@ -21,10 +24,14 @@ import inspect
 import math
 import random
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from mcpgym._host import Host, Release
 from mcpgym._tools import ToolSpec, collect_tools
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -62,6 +69,12 @@ class Environment:
 
     rng: random.Random
 
+    host: Host | None = None
+    """Whoever serves this episode (set by mcpgym before `reset`); None when nothing does, e.g.
+    an instance driven without `async with mcpgym.connect(...)`."""
+
+    __mcpgym_held__: list[Release] | None = None
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Built at class creation so a bad signature fails where it is written, not at serve time.
@@ -77,6 +90,21 @@ class Environment:
     def state_info(self) -> dict[str, Any]:
         """Extra, JSON-compatible facts for `env.state()` (never shown to agents). Override."""
         return {}
+
+    async def hold(self, cm: AbstractAsyncContextManager[T]) -> T:
+        """Enter `cm` for the rest of this episode and return what it yields; it is exited after
+        `close()` (last held, first exited). Use it for what must stay open across steps and runs
+        tasks of its own, such as an MCP client session: each step arrives in a task of its own,
+        and anyio lets only the task that entered such a context exit it, so the host holds it."""
+        if self.host is None:
+            raise RuntimeError(
+                "hold() needs a host: serve the environment, or drive it with `async with mcpgym.connect(...)`"
+            )
+        value, release = await self.host.enter(cm)
+        if self.__mcpgym_held__ is None:
+            self.__mcpgym_held__ = []
+        self.__mcpgym_held__.append(release)
+        return value
 
     def reward(self, value: float) -> None:
         """Add `value` to the reward of the current tool call."""

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
+from mcpgym._host import Host
 from mcpgym._protocol import STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._tools import ToolSpec
@@ -87,8 +88,11 @@ class Episode:
         recorder: Recorder | None = None,
         implicit: bool = False,
         call_timeout: float | None = None,
+        host: Host | None = None,
     ) -> None:
         self.env = env
+        if host is not None:
+            env.host = host
         self.id = episode_id
         self.owns_env = owns_env
         self.recorder = recorder
@@ -252,6 +256,7 @@ class Episode:
                 if self.owns_env:
                     with anyio.move_on_after(_CLOSE_WAIT):
                         await _run_user(self.env.close)
+                    await _release_held(self.env)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
             finally:
@@ -261,6 +266,13 @@ class Episode:
 
 _CLOSE_WAIT = 30.0
 """Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""
+
+
+async def _release_held(env: Environment) -> None:
+    """Exit what the episode held with `hold()`, last first (after `close()`, which may still use it)."""
+    held, env.__mcpgym_held__ = env.__mcpgym_held__, None
+    for release in reversed(held or ()):
+        await release()
 
 
 def build(factory: Callable[[], Environment]) -> Environment:

@@ -7,15 +7,18 @@ shapes are the server's own (rfcs/0002-in-process-mode.md).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Coroutine
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, build, unknown_episode
+from mcpgym._host import Host
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState, ToolStep
 
@@ -32,22 +35,36 @@ class InProcessEnv(AsyncEnv):
             self.env_cls, self._factory = resolve_factory(env)
         self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
         self._episode: Episode | None = None
+        self._host: Host | None = None
+        self._host_scope: contextlib.AsyncExitStack | None = None
         # The shared instance is closed once, when the client closes (however often that is asked).
         self._closer = Episode(self._shared, "-") if self._shared is not None else None
 
     async def _connect(self) -> None:
-        pass
+        # `async with connect(Env)` hosts what episodes `hold()` (in this task's own task group).
+        stack = contextlib.AsyncExitStack()
+        self._host = Host(await stack.enter_async_context(anyio.create_task_group()))
+        self._host_scope = stack
 
     async def _disconnect(self) -> None:
-        if self._closer is not None:
-            await self._closer.close()
+        try:
+            await self._drop_episode()
+            if self._closer is not None:
+                await self._closer.close()
+        finally:
+            stack, self._host_scope = self._host_scope, None
+            if stack is not None:
+                assert self._host is not None
+                await self._host.aclose()  # what episodes held is stopped before the client returns
+                await stack.aclose()
+            self._host = None
 
     async def _reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         await self._drop_episode()
         env = self._shared if self._shared is not None else build(self._factory)
-        episode = Episode(env, episode_id, owns_env=self._shared is None)
+        episode = Episode(env, episode_id, owns_env=self._shared is None, host=self._host)
         self._episode = episode
         try:
             return await episode.start(seed, options)

@@ -19,6 +19,7 @@ import anyio
 from mcpgym._environment import Environment
 from mcpgym._episode import Episode, build, logger, unknown_episode
 from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
+from mcpgym._host import Host
 from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
 
@@ -55,6 +56,8 @@ class EpisodeRegistry:
         self.idle_timeout = idle_timeout
         self._episodes: dict[str, Episode] = {}
         self._high_water = 0
+        self.hosts: list[Host] = []
+        """The hosts serving this registry (one per entered server lifespan); new episodes use the latest."""
 
     def __len__(self) -> int:
         return len(self._episodes)
@@ -170,7 +173,12 @@ class EpisodeRegistry:
                 "Close finished episodes or retry later.",
             )
         episode = Episode(
-            build(self.factory), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
+            build(self.factory),
+            episode_id,
+            recorder=self.recorder,
+            implicit=implicit,
+            call_timeout=self.call_timeout,
+            host=self.hosts[-1] if self.hosts else None,
         )
         episode.owner = owner
         self._episodes[episode_id] = episode

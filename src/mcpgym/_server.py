@@ -27,6 +27,7 @@ from starlette.types import ASGIApp
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, unknown_tool
 from mcpgym._errors import INVALID_PARAMS, MCPError
+from mcpgym._host import Host
 from mcpgym._http import http_app, serve_http
 from mcpgym._protocol import (
     CLOSE_METHOD,
@@ -133,17 +134,23 @@ class GymServer:
         # The SDK enters a server's lifespan once per in-memory client (and once per stdio run or
         # HTTP app), so entries overlap: each runs an expiry loop (idempotent), and only the last
         # one out closes the episodes that are left.
-        async with anyio.create_task_group() as tg:
+        # Each entry is also a `Host` (what episodes hold across requests runs in its task group);
+        # the last one out closes the episodes before its host goes.
+        async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
+            host = Host(held)
+            self.registry.hosts.append(host)
             self._lifespans += 1
             try:
                 yield {}
             finally:
                 self._lifespans -= 1
-                tg.cancel_scope.cancel()
                 if not self._lifespans:
                     with anyio.CancelScope(shield=True):
                         await self.registry.close_all()
+                self.registry.hosts.remove(host)
+                await host.aclose()
+                tg.cancel_scope.cancel()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         spec = self.env_cls.__mcpgym_tools__.get(name)

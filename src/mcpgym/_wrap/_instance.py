@@ -1,0 +1,162 @@
+"""One running instance of a wrapped MCP server (a process per episode), and a warm pool of them.
+
+Layer: below the wrapped environment, above the SDK client. An instance is an async context
+manager: a fresh workspace directory, the server started in it under the sandbox, an
+initialized `mcp.Client`; leaving it stops the process tree and removes the workspace. Both an
+episode and the pool hold instances through a `Host` (they outlive the request that starts them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import Client, StdioServerParameters
+
+from mcpgym._host import Host, Release
+from mcpgym._wrap._sandbox import Sandbox
+
+logger = logging.getLogger("mcpgym.wrap")
+
+WORKSPACE = "{workspace}"
+"""The placeholder that a wrapped command's arguments may hold: the episode's workspace path."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    client: Client
+    workspace: Path
+    command: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How to start instances of one wrapped server."""
+
+    argv: tuple[str, ...]
+    sandbox: Sandbox
+    base: Path
+    """The directory under which each instance gets its own workspace."""
+    start_timeout: float = 30.0
+    call_timeout: float = 60.0
+
+    @contextlib.asynccontextmanager
+    async def start(self, *, network: bool = False) -> AsyncIterator[Instance]:
+        workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.base))
+        try:
+            argv = [arg.replace(WORKSPACE, str(workspace)) for arg in self.argv]
+            cmd = self.sandbox.command(argv, workspace, network=network)
+            params = StdioServerParameters(command=cmd[0], args=cmd[1:], cwd=str(workspace))
+            # The SDK's read timeout bounds the initialize handshake too: a server that never
+            # answers fails its episode's reset instead of hanging it.
+            async with Client(params, read_timeout_seconds=self.start_timeout) as client:
+                yield Instance(client, workspace, tuple(argv))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_remove, workspace)
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)  # what the sandboxed server left: nothing to keep
+
+
+class WarmPool:
+    """Up to `size` instances started ahead of time, so a reset does not wait for a spawn.
+
+    Entered once per host (it holds its instances in a task group of its own); `take()` hands out
+    a ready instance or, when none is ready, starts one on the spot. Instances of tasks that ask
+    for network access are always started on the spot (the pool's have none).
+    """
+
+    def __init__(self, launcher: Launcher, size: int) -> None:
+        self.launcher = launcher
+        self.size = size
+        self._host: Host | None = None
+        self._send: MemoryObjectSendStream[tuple[Instance, Release]] | None = None
+        self._ready: MemoryObjectReceiveStream[tuple[Instance, Release]] | None = None
+        self._free = anyio.Semaphore(size)
+        self._changed = anyio.Event()
+        self.spawned = 0
+        """Instances the pool has started."""
+        self.hits = 0
+        """Resets served by an instance that was already running."""
+
+    @property
+    def ready(self) -> int:
+        """Instances started and waiting for a reset."""
+        return 0 if self._ready is None else self._ready.statistics().current_buffer_used
+
+    async def changed(self) -> None:
+        """Wait until an instance is started or taken (for tests and monitoring)."""
+        await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[WarmPool]:
+        send, receive = anyio.create_memory_object_stream[tuple[Instance, Release]](self.size)
+        self._send, self._ready = send, receive
+        async with send, receive, anyio.create_task_group() as fill, anyio.create_task_group() as held:
+            self._host = Host(held)
+            fill.start_soon(self._fill)
+            try:
+                yield self
+            finally:
+                fill.cancel_scope.cancel()
+                await self._host.aclose()  # every instance, waiting or handed out, is stopped
+
+    async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
+        assert self._host is not None and self._ready is not None
+        if not network:
+            try:
+                ready = self._ready.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            else:
+                self._free.release()
+                self.hits += 1
+                self._notify()
+                return ready
+        return await self._host.enter(self.launcher.start(network=network))
+
+    async def _fill(self) -> None:
+        assert self._host is not None and self._send is not None
+        backoff = 0.5
+        while True:
+            await self._free.acquire()
+            try:
+                ready = await self._host.enter(self.launcher.start())
+            except Exception:
+                self._free.release()
+                logger.exception("starting a warm instance failed; retrying in %.1fs", backoff)
+                await anyio.sleep(backoff)  # pacing retries of a failing command, not synchronisation
+                backoff = min(backoff * 2, 30.0)
+                continue
+            backoff = 0.5
+            self.spawned += 1
+            self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
+            self._notify()
+
+
+def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:
+    """An instance from `pool`, as a context the episode holds (leaving it stops the instance)."""
+
+    @contextlib.asynccontextmanager
+    async def hold() -> AsyncIterator[Instance]:
+        instance, release = await pool.take(network=network)
+        try:
+            yield instance
+        finally:
+            await release()
+
+    return hold()

@@ -1,0 +1,42 @@
+"""Any MCP server as an environment: the types around `mcpgym.wrap()`.
+
+```python
+import mcpgym
+from mcpgym.wrapping import Task, Verify, FileCheck
+
+Env = mcpgym.wrap(["npx", "@modelcontextprotocol/server-filesystem", "{workspace}"], tasks="tasks.jsonl")
+```
+See rfcs/0008-wrapping-mcp-servers.md.
+"""
+
+from mcpgym._wrap import (
+    CallRecord,
+    Check,
+    FileCheck,
+    Sandbox,
+    Score,
+    Task,
+    TaskFileError,
+    Verify,
+    WrapContext,
+    WrappedEnvironment,
+    load_tasks,
+    verify,
+    wrap,
+)
+
+__all__ = [
+    "CallRecord",
+    "Check",
+    "FileCheck",
+    "Sandbox",
+    "Score",
+    "Task",
+    "TaskFileError",
+    "Verify",
+    "WrapContext",
+    "WrappedEnvironment",
+    "load_tasks",
+    "verify",
+    "wrap",
+]

@@ -1,0 +1,408 @@
+"""`mcpgym.wrap`: third-party MCP servers as environments, one sandboxed instance per episode.
+
+Real servers: the official filesystem server from npm (pinned by tests/wrapped's lock file) and
+a plain SDK `MCPServer` (tests/wrap_server.py) for state isolation, crashes and hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import mcpgym
+from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, load_tasks, wrap
+from mcpgym.wrapping import Score as WrapScore
+from tests.conftest import DOORS, door
+from tests.test_doors import _script
+from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
+
+pytestmark = pytest.mark.anyio
+
+SERVER = [sys.executable, str(HERE / "wrap_server.py")]
+
+FS_TASKS = [
+    Task(
+        id="todo",
+        prompt="Create notes/todo.md listing milk and eggs, one per line.",
+        verify=Verify(files={"notes/todo.md": FileCheck(contains=["milk", "eggs"])}),
+    ),
+    Task(
+        id="rename",
+        prompt="Rename every .txt file to .md.",
+        files={"a.txt": "A", "b/c.txt": "C"},
+        verify=Verify(
+            files={"a.md": FileCheck(equals="A"), "b/c.md": FileCheck(equals="C")}, absent=["a.txt", "b/c.txt"]
+        ),
+    ),
+]
+
+
+def test_the_filesystem_server_is_installed() -> None:
+    # Fails (never skips) when the set-up did not run `npm ci --prefix tests/wrapped`.
+    assert FILESYSTEM.exists(), "run: npm ci --prefix tests/wrapped (scripts/setup.sh --test does)"
+
+
+@pytest.fixture(scope="module")
+def fs_env() -> type[mcpgym.Environment]:
+    return wrap([str(FILESYSTEM), "{workspace}"], tasks=FS_TASKS, max_steps=4)
+
+
+async def _solve(env: mcpgym.AsyncEnv, task_id: str, *, wrong: bool = False) -> list[mcpgym.StepResult[Any]]:
+    first = await env.reset(options={"task_id": task_id})
+    ws = first.observation["workspace"]
+    steps = []
+    if task_id == "todo":
+        steps.append(await env.call_tool("create_directory", {"path": f"{ws}/notes"}))
+        text = "milk\nbread\n" if wrong else "milk\neggs\n"
+        steps.append(await env.call_tool("write_file", {"path": f"{ws}/notes/todo.md", "content": text}))
+    else:
+        moves = [("a.txt", "a.md"), ("b/c.txt", "b/c.txt.bak" if wrong else "b/c.md")]
+        for src, dst in moves:
+            steps.append(await env.call_tool("move_file", {"source": f"{ws}/{src}", "destination": f"{ws}/{dst}"}))
+    return steps
+
+
+@pytest.mark.parametrize("task_id", ["todo", "rename"])
+async def test_a_scripted_policy_solves_filesystem_tasks(fs_env: Any, task_id: str) -> None:
+    async with mcpgym.connect(fs_env) as env:
+        steps = await _solve(env, task_id)
+        assert [s.is_error for s in steps] == [False, False]
+        assert steps[-1].reward == 1.0 and steps[-1].done and not steps[-1].truncated
+        assert sum(s.reward for s in steps) == 1.0
+        state = await env.state()
+        assert state.info["task_id"] == task_id and state.info["score"] == 1.0
+
+
+@pytest.mark.parametrize("task_id", ["todo", "rename"])
+async def test_a_wrong_policy_earns_nothing(fs_env: Any, task_id: str) -> None:
+    async with mcpgym.connect(fs_env) as env:
+        steps = await _solve(env, task_id, wrong=True)
+        ws = (await env.state()).info
+        assert not any(s.done for s in steps) and sum(s.reward for s in steps) == 0.0
+        # Spend the rest of the step limit: truncated, and the final state still earns 0.
+        while not steps[-1].done:
+            steps.append(await env.call_tool("list_allowed_directories", {}))
+        assert steps[-1].truncated and steps[-1].reward == 0.0
+        assert ws["task_id"] == task_id
+
+
+async def test_tools_and_results_pass_through_unchanged(fs_env: Any) -> None:
+    from mcp import Client, StdioServerParameters
+
+    async with mcpgym.connect(fs_env) as env:
+        ours = await env.list_tools()
+        first = await env.reset(options={"task_id": "rename"})
+        wrapped = await env.call_tool("read_text_file", {"path": f"{first.observation['workspace']}/a.txt"})
+    assert not await anyio.Path(first.observation["workspace"]).exists(), "the workspace goes with the episode"
+    async with Client(StdioServerParameters(command=str(FILESYSTEM), args=[str(HERE)])) as direct:
+        theirs = (await direct.list_tools()).tools
+    assert [t.model_dump() for t in ours] == [t.model_dump() for t in theirs]
+    assert wrapped.text == "A" and wrapped.observation.structured_content == {"content": "A"}
+
+
+async def test_images_pass_through_unchanged(fs_env: Any) -> None:
+    import base64
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    async with mcpgym.connect(fs_env) as env:
+        ws = (await env.reset(options={"task_id": "todo"})).observation["workspace"]
+        await anyio.Path(ws, "pixel.png").write_bytes(png)
+        result = await env.call_tool("read_media_file", {"path": f"{ws}/pixel.png"})
+    image = result.observation.content[0]
+    assert image.type == "image" and image.mime_type == "image/png" and base64.b64decode(image.data) == png
+
+
+async def test_concurrent_episodes_never_see_each_others_files(fs_env: Any) -> None:
+    async with mcpgym.connect(fs_env) as a, mcpgym.connect(fs_env) as b:
+        wa = (await a.reset(options={"task_id": "todo"})).observation["workspace"]
+        wb = (await b.reset(options={"task_id": "todo"})).observation["workspace"]
+        assert wa != wb
+        await a.call_tool("write_file", {"path": f"{wa}/secret.txt", "content": "from a"})
+        listing = await b.call_tool("list_directory", {"path": wb})
+        assert "secret" not in listing.text
+        stolen = await b.call_tool("read_text_file", {"path": f"{wa}/secret.txt"})
+        assert stolen.is_error and "from a" not in stolen.text
+
+
+@pytest.fixture
+def sandboxed() -> None:
+    if not mcpgym.wrapping.Sandbox().mode == "bwrap":
+        pytest.fail("bubblewrap must work here (scripts/setup.sh --test installs it)")
+
+
+async def test_the_server_cannot_read_outside_its_workspace(sandboxed: None, tmp_path: Path) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host data")
+    Env = wrap(SERVER, tools=["peek", "increment"])
+    async with mcpgym.connect(Env) as env, mcpgym.connect(Env) as other:
+        ws = (await env.reset()).observation["workspace"]
+        other_ws = (await other.reset()).observation["workspace"]
+        _write(f"{other_ws}/theirs.txt", "other episode")
+        _write(f"{ws}/mine.txt", "own file")
+        assert (await env.call_tool("peek", {"path": f"{ws}/mine.txt"})).text == "own file"
+        for path in (str(secret), f"{other_ws}/theirs.txt", "/root/.bashrc"):
+            result = await env.call_tool("peek", {"path": path})
+            assert result.is_error and "No such file" in result.text, path
+
+
+async def test_no_network_unless_the_task_allows_it(sandboxed: None) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    tasks = [Task(id="offline", prompt=""), Task(id="online", prompt="", network=True)]
+    Env = wrap(SERVER, tasks=tasks, tools=["dial"])
+    try:
+        async with mcpgym.connect(Env) as env:
+            await env.reset(options={"task_id": "offline"})
+            assert (await env.call_tool("dial", {"port": port})).is_error
+            await env.reset(options={"task_id": "online"})
+            result = await env.call_tool("dial", {"port": port})
+            assert not result.is_error and result.text == "connected"
+    finally:
+        listener.close()
+
+
+async def test_each_episode_gets_a_fresh_server() -> None:
+    async with mcpgym.connect(WrappedCounter) as env:
+        await env.reset()
+        assert (await env.call_tool("increment", {"by": 2})).text == "2"
+        await env.reset()
+        assert (await env.call_tool("get")).text == "0"
+        # A trajectory rubric: the third increment reaches 3 and ends the episode.
+        for expected in ("1", "2"):
+            step = await env.call_tool("increment")
+            assert step.text == expected and step.reward == 0.0 and not step.done
+        final = await env.call_tool("increment")
+        assert final.reward == 1.0 and final.done
+
+
+async def test_filtered_and_renamed_tools() -> None:
+    Env = wrap(SERVER, tools=["increment=bump", "get"])
+    async with mcpgym.connect(Env) as env:
+        assert [t.name for t in await env.list_tools()] == ["bump", "get"]
+        await env.reset()
+        assert (await env.call_tool("bump", {"by": 4})).text == "4"
+        with pytest.raises(mcpgym.MCPError, match="Unknown tool"):
+            await env.call_tool("increment")
+        wrong = await env.call_tool("bump", {"by": "many"})
+        assert wrong.is_error and not wrong.done  # the wrapped server's own validation, passed through
+    with pytest.raises(ValueError, match="no tool 'nope'"):
+        wrap(SERVER, tools=["nope"])
+
+
+def _write(path: str, text: str) -> None:
+    Path(path).write_text(text)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    tag = f"mcpgym-test-{uuid.uuid4().hex}"
+    yield tag
+    assert _processes_with(tag) == [], "a wrapped server outlived its episode"
+
+
+async def test_a_crashing_server_ends_only_its_episode(marker: str) -> None:
+    Env = wrap([*SERVER, "--marker", marker], tools=["crash", "increment"])
+    async with mcpgym.connect(Env) as doomed, mcpgym.connect(Env) as fine:
+        await doomed.reset()
+        await fine.reset()
+        assert len(_processes_with(marker)) >= 2
+        crashed = await doomed.call_tool("crash")
+        assert crashed.is_error and crashed.done and "exited" in crashed.text
+        assert (await fine.call_tool("increment")).text == "1"
+        await doomed.reset()  # the next episode gets a new server
+        assert (await doomed.call_tool("increment")).text == "1"
+
+
+async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str) -> None:
+    Env = wrap([*SERVER, "--marker", marker], tools=["hang", "increment"], call_timeout=0.5)
+    async with mcpgym.connect(Env) as hung, mcpgym.connect(Env) as fine:
+        await hung.reset()
+        await fine.reset()
+        result = await hung.call_tool("hang")
+        assert result.is_error and result.done and "did not answer 'hang' within 0.5s" in result.text
+        assert (await fine.call_tool("increment")).text == "1"
+
+
+async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="could not list the tools"):
+        wrap([*SERVER, "--exit-at-once"])
+    flag = tmp_path / "refuse"
+    Env = wrap([*SERVER, "--exit-if-exists", str(flag)], tools=["increment"], isolation="none")
+    async with mcpgym.connect(Env) as env:
+        flag.touch()  # from now on the server exits as it starts
+        with pytest.raises(mcpgym.MCPError, match="reset raised"):
+            await env.reset()
+        flag.unlink()
+        await env.reset()  # and the environment still serves episodes
+        assert (await env.call_tool("increment")).text == "1"
+
+
+async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
+    Env = wrap([*SERVER, "--marker", marker], tools=["pid", "increment"], warm=2)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()  # starts the pool; this reset spawns its own instance
+        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 2:
+                await pool.changed()
+        started = pool.spawned
+        for _ in range(3):
+            with anyio.fail_after(30):
+                while pool.ready < 1:
+                    await pool.changed()
+            await env.reset()
+            assert (await env.call_tool("increment")).text == "1"  # a fresh server all the same
+        assert pool.hits == 3
+        with anyio.fail_after(30):
+            while pool.ready < 2:
+                await pool.changed()
+        assert pool.spawned == started + 3  # each one taken was replaced
+    # (the marker fixture then checks that no instance, taken or waiting, outlived the client)
+
+
+@pytest.mark.parametrize("kind", DOORS)
+async def test_every_door_gives_the_same_wrapped_episode(kind: str) -> None:
+    script: list[tuple[str, dict[str, Any]]] = [
+        ("get", {}),
+        ("increment", {"by": "x"}),
+        ("nope", {}),
+        ("increment", {}),
+        ("increment", {}),
+        ("increment", {}),
+        ("increment", {}),
+    ]
+    async with mcpgym.connect(WrappedCounter) as env:
+        reference = _portable(await _script(env, script, seed=0))
+    async with door(kind, WrappedCounter) as target, mcpgym.connect(target) as env:
+        assert _portable(await _script(env, script, seed=0)) == reference
+
+
+def _portable(transcript: list[Any]) -> list[Any]:
+    """The transcript less the per-episode workspace path."""
+    text = json.dumps(transcript, default=str)
+    first = transcript[0][1]["workspace"]
+    portable: list[Any] = json.loads(text.replace(first, "<ws>"))
+    return portable
+
+
+def test_task_files_are_validated_with_line_numbers(tmp_path: Path) -> None:
+    good = {"id": "t", "prompt": "p", "verify": {"files": {"x": {"equals": "1"}}}}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "id": "u", "verfy": {}}) + "\n")
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl:3: verfy: Extra inputs"):
+        load_tasks(path)
+    path.write_text(json.dumps({**good, "files": {"../escape": "x"}}) + "\n")
+    with pytest.raises(TaskFileError, match=r":1: files: .*not a relative path"):
+        load_tasks(path)
+    path.write_text("{not json\n")
+    with pytest.raises(TaskFileError, match=r":1: not JSON"):
+        load_tasks(path)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
+    with pytest.raises(TaskFileError, match="appears twice"):
+        load_tasks(path)
+
+
+def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
+    from mcpgym._wrap._verify import MAX_READ, verify
+
+    task = Task(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("ok")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "out.txt").symlink_to(outside)  # a link to a file that matches is not the file
+    assert verify(task, ws).value == 0.0
+    (ws / "out.txt").unlink()
+    (ws / "d").symlink_to(tmp_path)  # nor is a path through a linked directory
+    linked = Task(id="t", prompt="", verify=Verify(files={"d/outside.txt": FileCheck(contains=["ok"])}))
+    assert verify(linked, ws).value == 0.0
+    (ws / "out.txt").write_text("x" * MAX_READ + "ok")  # too big to read: fails, never truncated
+    assert verify(task, ws).value == 0.0
+    (ws / "out.txt").write_text("ok")
+    assert verify(task, ws).value == 1.0
+    empty = Task(id="e", prompt="")
+    assert verify(empty, ws).value == 0.0  # a task with no checks is never "solved"
+    partial = Task(
+        id="p",
+        prompt="",
+        partial=True,
+        verify=Verify(files={"out.txt": FileCheck(contains=["ok", "missing"])}),
+    )
+    assert verify(partial, ws) == WrapScore(2 / 3, verify(partial, ws).checks)
+
+
+async def test_harness_and_trl_work_over_a_wrapped_server() -> None:
+    import harness
+    from harness.types import AssistantTurn, ToolCall
+
+    async def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        calls = sum(1 for m in messages if m.get("role") == "tool")
+        return AssistantTurn(tool_calls=[ToolCall(id=f"c{calls}", name="increment", arguments_json="{}", arguments={})])
+
+    trajectories = await harness.rollout(WrappedCounter, policy, episodes=2, concurrency=2)
+    assert [t.reward for t in trajectories] == [1.0, 1.0]
+
+
+def test_trl_environment_class_over_a_wrapped_server(marker: str) -> None:
+    import mcpgym.trl
+
+    Env = mcpgym.trl.environment_class(WrappedCounter)
+    env = Env()
+    try:
+        assert "counter" in str(env.reset()).lower()
+        for _ in range(3):
+            env.increment()  # type: ignore[attr-defined]
+        assert env.get_reward() == 1.0
+    finally:
+        env._close()
+
+
+async def test_pools_and_recording_over_wrapped_servers(tmp_path: Path) -> None:
+    from mcpgym.pool import Pool
+    from tests.conftest import serve_gym
+
+    async with (
+        serve_gym(WrappedCounter, record=tmp_path / "a") as (_, first),
+        serve_gym(WrappedCounter, record=tmp_path / "b") as (_, second),
+    ):
+        async with mcpgym.connect(Pool([first, second])) as env:
+            for _ in range(2):
+                await env.reset(seed=1)
+                steps = [await env.call_tool("increment") for _ in range(3)]
+                assert [s.reward for s in steps] == [0.0, 0.0, 1.0] and steps[-1].done
+    recorded = mcpgym.read_trajectories(tmp_path / "a") + mcpgym.read_trajectories(tmp_path / "b")
+    assert len(recorded) == 2
+    assert all([s.tool for s in t.steps] == ["increment"] * 3 and t.total_reward == 1.0 for t in recorded)
+
+
+async def test_the_filesystem_example_runs_as_written() -> None:
+    example = HERE.parent / "examples" / "wrap_filesystem" / "play.py"
+    done = await anyio.run_process([sys.executable, str(example)], cwd=HERE.parent, check=False)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "[in-process] mean return 1.00" in out and "[http+tidy] mean return 1.00" in out
+    assert out.count("return=1.00 done=True") == 8
