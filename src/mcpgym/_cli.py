@@ -9,6 +9,7 @@ import argparse
 import functools
 import json
 import os
+import pathlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ examples:
   mcpgym tools servers.echo:Echo
   mcpgym call "python -m servers.echo" echo_message '{{"message": "hi"}}'
   mcpgym check servers.echo:Echo
+  mcpgym init my-env                                # a new environment package, tests included
 """
 
 
@@ -168,6 +170,15 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="MODULE:CLASS")
+
+    init = sub.add_parser(
+        "init", help="create a new environment package: module, tests, README, Dockerfile, server.json"
+    )
+    init.add_argument("name", metavar="NAME", help="e.g. my-env: package my_env, class MyEnv, directory ./my-env")
+    init.add_argument(
+        "--dir", default=None, help="where to write it (default: ./NAME); existing files are never replaced"
+    )
+    init.add_argument("--namespace", default="io.github.example", help="MCP registry namespace (%(default)s)")
     _harness_commands(sub)
     return parser
 
@@ -232,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             anyio.run(_tools, args.target, args.json)
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
+        elif args.command == "init":
+            sys.exit(_init(args))
         elif args.command == "check":
             problems = check_environment(_load(args.env), raise_on_error=False)
             for problem in problems:
@@ -242,6 +255,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"mcpgym: {exc.message}")
     except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mcpgym._scaffold import ScaffoldError, names, next_steps, scaffold
+
+    root = pathlib.Path(args.dir if args.dir is not None else args.name)
+    try:
+        scaffold(args.name, root, namespace=args.namespace)
+    except ScaffoldError as exc:
+        sys.exit(f"mcpgym init: {exc}")
+    print(next_steps(root, names(args.name, args.namespace)))
+    return 0
 
 
 def _load(path: str) -> type[Environment]:
