@@ -41,6 +41,9 @@ EXPORTED = {
     "Trajectory",
     "read_trajectories",
     "ServerProcess",
+    "RunSpec",
+    "SpecError",
+    "load_spec",
 }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import mcpgym
 from mcpgym._cli import main
 from mcpgym._scaffold import ScaffoldError, names, scaffold
 
@@ -68,6 +69,7 @@ def test_registry_metadata_matches_the_package(tmp_path: Path) -> None:
     # The registry proves ownership of a PyPI package by this marker in its README.
     assert f"mcp-name: {server['name']}" in (tmp_path / "README.md").read_text()
     assert project["scripts"] == {"maze-runner": "maze_runner.__main__:main"}
+    assert mcpgym.load_spec(tmp_path / "mcpgym.yaml").environment == "maze_runner:MazeRunner"
 
 
 def _venv(where: Path) -> Path:
@@ -110,8 +112,8 @@ def test_a_new_author_goes_from_nothing_to_a_served_tested_environment(tmp_path:
     assert " passed" in tests and "skipped" not in tests and "failed" not in tests, tests
     assert "demo_env:DemoEnv: OK" in run(bin_ / "mcpgym", "check", "demo_env:DemoEnv")
 
-    serve = [str(bin_ / "mcpgym"), "serve", "demo_env:DemoEnv", "--http", "--port", "0"]
-    with subprocess.Popen(serve, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True) as server:
+    serve = [str(bin_ / "mcpgym"), "serve", "mcpgym.yaml", "--port", "0"]  # its run spec says HTTP
+    with subprocess.Popen(serve, cwd=project, env=env, stderr=subprocess.PIPE, text=True) as server:
         try:
             assert server.stderr is not None
             line = server.stderr.readline()  # "serving DemoEnv on http://127.0.0.1:PORT/mcp", or EOF if it died

@@ -22,6 +22,7 @@ from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
 from mcpgym._server import GymServer
+from mcpgym._spec import RunSpec, SpecError, is_spec, load_spec, spec_defaults, spec_target
 
 _TARGETS = """\
 TARGET is what to talk to:
@@ -132,7 +133,7 @@ def run(
     _serve(configure(args) if configure is not None else env, args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcpgym",
         description="Serve, inspect and call mcpgym environments (MCP servers whose tools are actions).",
@@ -147,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("env", metavar="MODULE:CLASS", help="the Environment class, e.g. servers.echo:Echo")
+    serve.add_argument(
+        "env", metavar="MODULE:CLASS", help="the Environment class (servers.echo:Echo), or a run spec (mcpgym.yaml)"
+    )
     _add_serve_options(serve)
 
     tools = sub.add_parser(
@@ -180,6 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--namespace", default="io.github.example", help="MCP registry namespace (%(default)s)")
     _harness_commands(sub)
+    for command, values in (defaults or {}).items():  # a run spec's settings, under the flags given
+        sub.choices[command].set_defaults(**values)
     return parser
 
 
@@ -231,8 +236,12 @@ async def _call(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    spec = _spec_of(args)
+    if spec is not None:  # parse again with the spec's settings as defaults: flags given still win
+        args = _parser({args.command: spec_defaults(args.command, spec)}).parse_args(argv)
     if args.command == "serve":
-        _serve(_load(args.env), args)  # outside the handlers below: a failure while serving keeps its traceback
+        env = _spec_environment(args.env, spec) if spec is not None else _load(args.env)
+        _serve(env, args)  # outside the handlers below: a failure while serving keeps its traceback
         return
     try:
         if args.command in ("rollout", "harness"):
@@ -253,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(1 if problems else 0)
     except MCPError as exc:
         sys.exit(f"mcpgym: {exc.message}")
+    except SpecError as exc:
+        sys.exit(f"mcpgym: {exc}")
     except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
 
@@ -267,6 +278,26 @@ def _init(args: argparse.Namespace) -> int:
         sys.exit(f"mcpgym init: {exc}")
     print(next_steps(root, names(args.name, args.namespace)))
     return 0
+
+
+def _spec_of(args: argparse.Namespace) -> RunSpec | None:
+    target = getattr(args, "env", None) if args.command == "serve" else getattr(args, "target", None)
+    if args.command not in ("serve", "rollout") or not is_spec(target):
+        return None
+    try:
+        return load_spec(target)
+    except SpecError as exc:
+        sys.exit(f"mcpgym: {exc}")
+
+
+def _spec_environment(path: str, spec: RunSpec) -> Any:
+    try:
+        env = spec_target(spec)
+    except (ImportError, AttributeError, TypeError) as exc:
+        sys.exit(f"mcpgym: {path}: cannot load environment {spec.environment}: {exc}")
+    if isinstance(env, str):
+        sys.exit(f"mcpgym: {path}: `mcpgym serve` serves an environment class: set environment: MODULE:CLASS")
+    return env
 
 
 def _load(path: str) -> type[Environment]:
