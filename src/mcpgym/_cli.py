@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from mcpgym._check import check_environment
+from mcpgym._commands import command_owner, register_all
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
@@ -182,21 +183,10 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
         "--dir", default=None, help="where to write it (default: ./NAME); existing files are never replaced"
     )
     init.add_argument("--namespace", default="io.github.example", help="MCP registry namespace (%(default)s)")
-    _harness_commands(sub)
+    register_all(sub)  # rollout, harness, ...: added by the packages built on mcpgym (entry points)
     for command, values in (defaults or {}).items():  # a run spec's settings, under the flags given
         sub.choices[command].set_defaults(**values)
     return parser
-
-
-def _harness_commands(sub: Any) -> None:
-    """`rollout` and `harness` come from the harness package, imported only when the CLI runs."""
-    try:
-        from harness import cli as harness_cli
-    except ModuleNotFoundError as exc:
-        if exc.name != "harness":
-            raise
-        return  # installed without the harness package: its commands are absent
-    harness_cli.register(sub)
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -244,10 +234,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _serve(env, args)  # outside the handlers below: a failure while serving keeps its traceback
         return
     try:
-        if args.command in ("rollout", "harness"):
-            from harness.cli import dispatch
-
-            dispatch(args)
+        if (plugin := command_owner(args.command)) is not None:
+            plugin.dispatch(args)
         elif args.command == "tools":
             anyio.run(_tools, args.target, args.json)
         elif args.command == "call":
