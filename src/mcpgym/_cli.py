@@ -30,6 +30,7 @@ TARGET is what to talk to:
   servers.echo:Echo            an Environment class, run in this process (no transport)
   http://127.0.0.1:8000/mcp    a server over streamable HTTP
   "python -m servers.echo"     a command to launch, spoken to over stdio
+  mcpgym.yaml                  a run spec naming any of these (and how to serve it)
 """
 
 _EPILOG = f"""\
