@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -86,7 +85,8 @@ def _venv(where: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    Path(purelib, "zz_borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    borrowed = [p for p in sys.path if p.endswith("site-packages")]  # this venv's, and any it borrows itself
+    Path(purelib, "zz_borrowed.pth").write_text("".join(f"{p}\n" for p in borrowed))
     return python
 
 
