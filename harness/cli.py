@@ -1,8 +1,8 @@
 """`mcpgym rollout` and `mcpgym harness config`: the harness's commands.
 
-Layer: top. `mcpgym._cli` imports this module lazily (only when building its parser), calls
-`register` to add the subcommands and `dispatch` to run them; `import mcpgym` never imports
-the harness.
+Layer: top. This module is an `mcpgym.commands` entry point (pyproject.toml): `mcpgym`'s CLI
+loads it when building its parser, calls `register` to add the subcommands and `dispatch` to
+run them. The core never imports the harness.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from typing import Any
 
 from harness import target as targets
 from harness.errors import ConfigError
+from mcpgym._spec import is_spec, load_spec
 
 CLIENTS = ("claude-code", "claude-desktop", "mcp-json")
 Entry = dict[str, Any]
@@ -66,7 +67,11 @@ def server_entry(
 def launch(target: str, record: str | None = None, server_args: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that serve `target` over stdio from any working directory."""
     module: str | None
-    if targets.is_module_path(target) and _has_main(target):
+    if is_spec(target):  # a run spec: `mcpgym serve` reads it, from any working directory
+        environment = load_spec(target).environment
+        argv = [sys.executable, "-m", "mcpgym", "serve", str(Path(target).resolve())]
+        module = environment.partition(":")[0] if ":" in environment and " " not in environment else None
+    elif targets.is_module_path(target) and _has_main(target):
         argv, module = [sys.executable, "-m", target], target  # the server's own __main__ (its own flags)
     elif targets.is_module_path(target) or (":" in target and " " not in target):
         path = str(targets.resolve(target))

@@ -12,6 +12,7 @@ import re
 import sys
 
 import mcpgym
+from mcpgym._spec import is_spec
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -22,8 +23,8 @@ def is_module_path(target: object) -> bool:
 
 def resolve(target: mcpgym.Target) -> mcpgym.Target:
     """`"pkg.module"` → `"pkg.module:Class"` (its single Environment subclass); anything else as is."""
-    if not isinstance(target, str) or not is_module_path(target):
-        return target
+    if not isinstance(target, str) or not is_module_path(target) or is_spec(target):
+        return target  # a run spec (mcpgym.yaml) goes to mcpgym.connect as it is
     return f"{target}:{environment_class(target).__qualname__}"
 
 

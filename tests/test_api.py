@@ -42,6 +42,9 @@ EXPORTED = {
     "read_trajectories",
     "ServerProcess",
     "wrap",
+    "RunSpec",
+    "SpecError",
+    "load_spec",
 }
 
 

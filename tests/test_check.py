@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
 from typing import Any
 
 import pytest
@@ -12,27 +9,16 @@ import pytest
 import mcpgym
 import servers
 from mcpgym._check import EnvironmentCheckError
-
-
-def _shipped_environments() -> list[type[mcpgym.Environment]]:
-    found: list[type[mcpgym.Environment]] = []
-    for info in pkgutil.iter_modules(servers.__path__):
-        module = importlib.import_module(f"servers.{info.name}")
-        found += [
-            obj
-            for _, obj in inspect.getmembers(module, inspect.isclass)
-            if issubclass(obj, mcpgym.Environment)
-            and obj is not mcpgym.Environment
-            and obj.__module__.startswith(module.__name__)
-        ]
-    return found
+from mcpgym.testing import environments_in
+from servers.echo import Echo
 
 
 def test_there_are_servers_to_check() -> None:
-    assert any(env.__name__ == "Echo" for env in _shipped_environments())
+    assert {env.__name__ for env in environments_in(servers)} >= {"Echo", "Coding"}
+    assert environments_in("servers.echo") == [Echo]  # re-exports (mcpgym.Environment itself) left out
 
 
-@pytest.mark.parametrize("env", _shipped_environments(), ids=lambda e: e.__name__)
+@pytest.mark.parametrize("env", environments_in(servers), ids=lambda e: e.__name__)
 def test_every_shipped_server_passes(env: type[mcpgym.Environment]) -> None:
     assert mcpgym.check_environment(env) == []
 

@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
 
 import pytest
 
 import mcpgym
-from mcpgym import CallToolAction, ListToolsAction
+from mcpgym.testing import Script, assert_doors_agree, transcript
 from servers.echo import Echo
-from tests.conftest import DOORS, door
 from tests.envs import Counter
 
 pytestmark = pytest.mark.anyio
 
 
-async def _script(env: mcpgym.AsyncEnv, calls: list[tuple[str, dict[str, Any]]], seed: int) -> list[Any]:
-    """Run reset + calls + state; return a transcript with everything a door could get wrong."""
-    first = await env.reset(seed=seed)
-    transcript: list[Any] = [("reset", first.observation, first.reward, first.done)]
-    listed = await env.step(ListToolsAction())
-    transcript.append(("tools", [t.model_dump(mode="json") for t in listed.observation]))
-    for name, arguments in calls:
-        try:
-            r = await env.step(CallToolAction(tool_name=name, arguments=arguments))
-        except mcpgym.MCPError as exc:
-            transcript.append(("error", name, exc.code, exc.message))
-            continue
-        transcript.append(("step", name, r.observation.model_dump(mode="json"), r.reward, r.done, r.truncated, r.info))
-    state = (await env.state()).model_dump()
-    state.pop("episode_id")
-    transcript.append(("state", state))
-    return transcript
-
-
-ECHO_SCRIPT: list[tuple[str, dict[str, Any]]] = [
+ECHO_SCRIPT: Script = [
     ("repeat", {"message": "ab", "times": 3}),
     ("repeat", {"message": "ab", "times": "x"}),  # wrong type
     ("repeat", {"times": 2}),  # missing field
@@ -45,7 +26,7 @@ ECHO_SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("echo_message", {"message": "again"}),  # after done
 ]
 
-COUNTER_SCRIPT: list[tuple[str, dict[str, Any]]] = [
+COUNTER_SCRIPT: Script = [
     ("add", {"n": 5}),
     ("add", {"n": "7"}),  # the SDK coerces numeric strings, on every door alike
     ("slow_add", {"n": 1}),
@@ -57,27 +38,39 @@ COUNTER_SCRIPT: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-async def _transcripts(env_cls: type[mcpgym.Environment], script: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kind in DOORS:
-        async with door(kind, env_cls) as target, mcpgym.connect(target) as env:
-            out[kind] = await _script(env, script, seed=0)
-    return out
-
-
 @pytest.mark.parametrize(("env_cls", "script"), [(Echo, ECHO_SCRIPT), (Counter, COUNTER_SCRIPT)])
-async def test_every_door_gives_the_same_episode(
-    env_cls: type[mcpgym.Environment], script: list[tuple[str, dict[str, Any]]]
-) -> None:
-    results = await _transcripts(env_cls, script)
-    reference = results["inprocess"]
-    for kind in DOORS[1:]:
-        assert results[kind] == reference, f"{kind} differs from in-process"
+async def test_every_door_gives_the_same_episode(env_cls: type[mcpgym.Environment], script: Script) -> None:
+    reference = await assert_doors_agree(env_cls, script, seed=0)
+    assert len(reference) == len(script) + 3  # reset, tools, one row per call, state
+
+
+class Drifting(Counter):
+    """Differs by door: `where` says whether it runs in a `python -m mcpgym` child (the stdio door)."""
+
+    @mcpgym.tool
+    async def where(self) -> str:
+        """Say where the call runs."""
+        return "child" if sys.argv[0].endswith(os.path.join("mcpgym", "__main__.py")) else "here"
+
+
+async def test_a_door_that_differs_is_named_with_its_row() -> None:
+    with pytest.raises(AssertionError, match=r"the stdio door differs from inprocess at row 3"):
+        await assert_doors_agree(Drifting, [("add", {"n": 1}), ("where", {})], seed=0)
+
+
+async def test_the_author_fixture_runs_once_per_door(mcpgym_env: mcpgym.AsyncEnv, mcpgym_door: str) -> None:
+    result = await mcpgym_env.reset(seed=0)
+    assert result.observation["target"] == "orbit", mcpgym_door
+
+
+@pytest.fixture
+def mcpgym_environment() -> type[mcpgym.Environment]:
+    return Echo
 
 
 async def test_echo_transcript_is_what_the_script_expects() -> None:
     async with mcpgym.connect(Echo) as env:
-        t = await _script(env, ECHO_SCRIPT, seed=0)
+        t = await transcript(env, ECHO_SCRIPT, seed=0)
     assert t[0][1]["target"] == "orbit"
     steps = {i: row for i, row in enumerate(t)}
     assert steps[2][2]["content"][0]["text"] == "ab ab ab" and steps[2][2]["structured_content"] == {
@@ -102,7 +95,7 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
 
 async def test_counter_transcript_covers_failures_and_truncation() -> None:
     async with mcpgym.connect(Counter) as env:
-        t = await _script(env, COUNTER_SCRIPT, seed=0)
+        t = await transcript(env, COUNTER_SCRIPT, seed=0)
     start = t[0][1]["start"]
     assert t[2][2]["content"][0]["text"] == str(start + 5) and t[2][3] == 0.5
     assert t[3][2]["structured_content"] == {"result": start + 12}

@@ -13,11 +13,10 @@ import json
 import multiprocessing
 import os
 import pickle
-import pkgutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -29,13 +28,16 @@ from pydantic import BaseModel, Field
 import mcpgym
 import mcpgym.trl
 import servers
-from mcpgym.trl._schema import normalise, tool_shape
+from mcpgym.testing import assert_tool_round_trip, assert_trl_round_trip, environments_in
+from mcpgym.testing._trl import _docstring_json
+from mcpgym.trl._schema import tool_shape
 from servers.echo import Echo
 from tests.conftest import DOORS, door
 
 get_json_schema: Callable[[Callable[..., Any]], dict[str, Any]] = pytest.importorskip(
     "transformers.utils.chat_template_utils"
 ).get_json_schema
+assert_round_trip = assert_tool_round_trip
 
 
 @pytest.fixture
@@ -96,16 +98,7 @@ class Hostile(mcpgym.Environment):
         return str(n)
 
 
-def _server_classes() -> Iterator[type[mcpgym.Environment]]:
-    for info in pkgutil.iter_modules(servers.__path__):
-        module = importlib.import_module(f"servers.{info.name}")
-        for value in vars(module).values():
-            if inspect.isclass(value) and issubclass(value, mcpgym.Environment) and value is not mcpgym.Environment:
-                if value.__module__.startswith(module.__name__):
-                    yield value
-
-
-SERVERS: list[type[mcpgym.Environment]] = sorted(set(_server_classes()), key=lambda c: c.__name__)
+SERVERS: list[type[mcpgym.Environment]] = environments_in(servers)
 ENVS: list[type[mcpgym.Environment]] = [*SERVERS, Hostile]
 TOOLS = [(cls, spec.definition) for cls in ENVS for spec in cls.__mcpgym_tools__.values()]
 
@@ -113,80 +106,16 @@ TOOLS = [(cls, spec.definition) for cls in ENVS for spec in cls.__mcpgym_tools__
 # --- the round-trip oracle: what the model sees plus the docstring JSON equals the MCP schema
 
 
-def _alternatives(schema: Any) -> frozenset[str]:
-    """A schema as a set of canonical alternatives, so `nullable`, type lists and anyOf compare.
-
-    Sibling keywords (a `default` beside an `anyOf`, say) are distributed over the alternatives.
-    """
-    if not isinstance(schema, dict):
-        return frozenset({json.dumps(schema)})
-    s = {k: v for k, v in schema.items() if k not in ("title", "description")}
-    nullable = s.pop("nullable", False)
-    if "const" in s:
-        s["enum"] = [s.pop("const")]
-    if "enum" in s:
-        s.pop("type", None)  # implied by the values
-    members = s.pop("anyOf", None)
-    for key in ("items", "additionalProperties"):
-        if isinstance(s.get(key), dict):
-            s[key] = sorted(_alternatives(s[key]))
-    if isinstance(s.get("properties"), dict):
-        s["properties"] = {k: sorted(_alternatives(v)) for k, v in s["properties"].items()}
-    kinds = s.pop("type", None)
-    if members is not None:
-        alts = [{**json.loads(a), **s} for m in members for a in _alternatives(m)]
-    else:
-        alts = [{**s, "type": k} if k else dict(s) for k in (kinds if isinstance(kinds, list) else [kinds])]
-    if nullable:
-        alts.append({"type": "null"})
-    # Keywords of other types do not constrain null: keep only `default` on the null branch.
-    alts = [_null_branch({**s, **a}) if a.get("type") == "null" else a for a in alts]
-    return frozenset(json.dumps(a, sort_keys=True) for a in alts)
-
-
-def _null_branch(alternative: dict[str, Any]) -> dict[str, Any]:
-    default = {"default": alternative["default"]} if "default" in alternative else {}
-    return {"type": "null", **default}
-
-
-def _docstring_json(description: str) -> dict[str, Any]:
-    for i, ch in enumerate(description):
-        if ch == "{":
-            try:
-                value = json.loads(description[i:])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return {}
-
-
-def assert_round_trip(tool: types.Tool, method: Callable[..., Any]) -> None:
-    shown = get_json_schema(method)["function"]
-    shape = tool_shape(tool)
-    assert shown["name"] == tool.name
-    assert " ".join(shown["description"].split()) == " ".join(shape.description.split())
-    wire = shape.wire_names()
-    schema = normalise(tool.input_schema)
-    properties = schema.get("properties", {})
-    parameters = shown["parameters"]
-    assert {wire[p] for p in parameters["properties"]} == set(properties)
-    assert {wire[p] for p in parameters.get("required", [])} == set(schema.get("required", []))
-    for name, seen in parameters["properties"].items():
-        seen = dict(seen)
-        extras = _docstring_json(seen.pop("description"))
-        if {"anyOf", "oneOf", "allOf"} & extras.keys():  # a lossy union: the docstring holds all of it
-            seen = {k: v for k, v in seen.items() if k not in ("type", "nullable", "anyOf", "enum", "items")}
-        merged = {**seen, **extras}
-        expected = {k: v for k, v in properties[wire[name]].items() if k != "description"}
-        assert _alternatives(merged) == _alternatives(expected), (tool.name, name, seen, extras, expected)
-
-
 @pytest.mark.parametrize(("env_cls", "tool"), TOOLS, ids=[f"{c.__name__}.{t.name}" for c, t in TOOLS])
 def test_schema_round_trip_for_every_tool(env_cls: type[mcpgym.Environment], tool: types.Tool) -> None:
     Env = mcpgym.trl.environment_class(env_cls)
     methods = {m.__name__: m for _, m in inspect.getmembers(Env, inspect.isfunction)}
     assert_round_trip(tool, methods[tool.name])
+
+
+@pytest.mark.parametrize("env_cls", ENVS, ids=lambda c: c.__name__)
+def test_the_kit_round_trips_every_tool_of_a_class(env_cls: type[mcpgym.Environment]) -> None:
+    assert_trl_round_trip(env_cls)
 
 
 def test_what_the_model_sees_for_the_hostile_tools() -> None:

@@ -15,6 +15,7 @@ from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
+from mcpgym._spec import RunSpec, SpecError, load_spec
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
@@ -35,7 +36,9 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "RunSpec",
     "ServerProcess",
+    "SpecError",
     "StepRecord",
     "StepResult",
     "SyncEnv",
@@ -47,6 +50,7 @@ __all__ = [
     "connect",
     "connect_sync",
     "load_environment",
+    "load_spec",
     "read_trajectories",
     "run",
     "tool",

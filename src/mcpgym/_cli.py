@@ -10,6 +10,7 @@ import functools
 import importlib
 import json
 import os
+import pathlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,17 +18,20 @@ from typing import Any
 import anyio
 
 from mcpgym._check import check_environment
+from mcpgym._commands import command_owner, register_all
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD, serve_http
 from mcpgym._server import GymServer
+from mcpgym._spec import RunSpec, SpecError, is_spec, load_spec, spec_defaults, spec_target
 
 _TARGETS = """\
 TARGET is what to talk to:
   servers.echo:Echo            an Environment class, run in this process (no transport)
   http://127.0.0.1:8000/mcp    a server over streamable HTTP
   "python -m servers.echo"     a command to launch, spoken to over stdio
+  mcpgym.yaml                  a run spec naming any of these (and how to serve it)
 """
 
 _EPILOG = f"""\
@@ -40,6 +44,7 @@ examples:
   mcpgym check servers.echo:Echo
   mcpgym serve servers.echo:Echo --http --web       # and a page to play it at http://127.0.0.1:8000/web
   mcpgym view runs/                                 # review --record dirs and rollout --out files
+  mcpgym init my-env                                # a new environment package, tests included
 """
 
 
@@ -145,7 +150,7 @@ def run(
     _serve(configure(args) if configure is not None else env, args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcpgym",
         description="Serve, inspect and call mcpgym environments (MCP servers whose tools are actions).",
@@ -160,7 +165,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("env", metavar="MODULE:CLASS", help="the Environment class, e.g. servers.echo:Echo")
+    serve.add_argument(
+        "env", metavar="MODULE:CLASS", help="the Environment class (servers.echo:Echo), or a run spec (mcpgym.yaml)"
+    )
     _add_serve_options(serve)
 
     tools = sub.add_parser(
@@ -190,8 +197,18 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=int, default=8080, help="port; 0 picks a free one (default: %(default)s)")
     view.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]")
     view.add_argument("--token", default=os.environ.get("MCPGYM_TOKEN"), help="require this bearer token")
+    init = sub.add_parser(
+        "init", help="create a new environment package: module, tests, README, Dockerfile, server.json"
+    )
+    init.add_argument("name", metavar="NAME", help="e.g. my-env: package my_env, class MyEnv, directory ./my-env")
+    init.add_argument(
+        "--dir", default=None, help="where to write it (default: ./NAME); existing files are never replaced"
+    )
+    init.add_argument("--namespace", default="io.github.example", help="MCP registry namespace (%(default)s)")
     _wrap_command(sub)
-    _harness_commands(sub)
+    register_all(sub)  # rollout, harness, ...: added by the packages built on mcpgym (entry points)
+    for command, values in (defaults or {}).items():  # a run spec's settings, under the flags given
+        sub.choices[command].set_defaults(**values)
     return parser
 
 
@@ -257,17 +274,6 @@ def _load_object(spec: str) -> Any:
         sys.exit(f"mcpgym: cannot load {spec}: {exc}")
 
 
-def _harness_commands(sub: Any) -> None:
-    """`rollout` and `harness` come from the harness package, imported only when the CLI runs."""
-    try:
-        from harness import cli as harness_cli
-    except ModuleNotFoundError as exc:
-        if exc.name != "harness":
-            raise
-        return  # installed without the harness package: its commands are absent
-    harness_cli.register(sub)
-
-
 def _json_object(text: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -305,8 +311,12 @@ async def _call(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    spec = _spec_of(args)
+    if spec is not None:  # parse again with the spec's settings as defaults: flags given still win
+        args = _parser({args.command: spec_defaults(args.command, spec)}).parse_args(argv)
     if args.command == "serve":
-        _serve(_load(args.env), args)  # outside the handlers below: a failure while serving keeps its traceback
+        env = _spec_environment(args.env, spec) if spec is not None else _load(args.env)
+        _serve(env, args)  # outside the handlers below: a failure while serving keeps its traceback
         return
     if args.command == "view":
         _view(args)
@@ -315,14 +325,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         _serve(_wrapped(args), args)
         return
     try:
-        if args.command in ("rollout", "harness"):
-            from harness.cli import dispatch
-
-            dispatch(args)
+        if (plugin := command_owner(args.command)) is not None:
+            plugin.dispatch(args)
         elif args.command == "tools":
             anyio.run(_tools, args.target, args.json)
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
+        elif args.command == "init":
+            sys.exit(_init(args))
         elif args.command == "check":
             problems = check_environment(_load(args.env), raise_on_error=False)
             for problem in problems:
@@ -331,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(1 if problems else 0)
     except MCPError as exc:
         sys.exit(f"mcpgym: {exc.message}")
+    except SpecError as exc:
+        sys.exit(f"mcpgym: {exc}")
     except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
 
@@ -349,6 +361,38 @@ def _view(args: argparse.Namespace) -> None:
     stopped_by = anyio.run(lambda: serve_http(app, args.host, args.port, on_ready=ready))
     if stopped_by is not None:
         sys.exit(128 + stopped_by)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mcpgym._scaffold import ScaffoldError, names, next_steps, scaffold
+
+    root = pathlib.Path(args.dir if args.dir is not None else args.name)
+    try:
+        scaffold(args.name, root, namespace=args.namespace)
+    except ScaffoldError as exc:
+        sys.exit(f"mcpgym init: {exc}")
+    print(next_steps(root, names(args.name, args.namespace)))
+    return 0
+
+
+def _spec_of(args: argparse.Namespace) -> RunSpec | None:
+    target = getattr(args, "env", None) if args.command == "serve" else getattr(args, "target", None)
+    if args.command not in ("serve", "rollout") or not is_spec(target):
+        return None
+    try:
+        return load_spec(target)
+    except SpecError as exc:
+        sys.exit(f"mcpgym: {exc}")
+
+
+def _spec_environment(path: str, spec: RunSpec) -> Any:
+    try:
+        env = spec_target(spec)
+    except (ImportError, AttributeError, TypeError) as exc:
+        sys.exit(f"mcpgym: {path}: cannot load environment {spec.environment}: {exc}")
+    if isinstance(env, str):
+        sys.exit(f"mcpgym: {path}: `mcpgym serve` serves an environment class: set environment: MODULE:CLASS")
+    return env
 
 
 def _load(path: str) -> type[Environment]:

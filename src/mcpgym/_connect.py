@@ -23,6 +23,7 @@ from mcpgym._environment import Environment
 from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._server import GymServer
+from mcpgym._spec import is_spec, open_spec
 
 
 @runtime_checkable
@@ -69,13 +70,17 @@ def connect(
     - a command, as a string or argv list (`"python -m servers.echo"`; a leading `python` means
       this interpreter), or `StdioServerParameters`: MCP over the command's stdio;
     - a `GymServer`, or any `mcp.server.Server` / `MCPServer`: MCP over the SDK's in-memory
-      transport.
+      transport;
+    - a run spec, `"mcpgym.yaml"` (any `.yaml` / `.yml` path): the environment it names, built
+      with its `args`.
 
     Any MCP server works, not only mcpgym ones: without the Gym control plane `reset()` starts
     nothing on the server and steps carry no reward, but every tool is still an action.
 
     `mode`, `read_timeout` and `headers` apply to the MCP doors (`mode` as in `mcp.Client`).
     """
+    if is_spec(target):  # an mcpgym.yaml run spec
+        target, headers = open_spec(target, headers)
     if isinstance(target, SupportsConnect) and not inspect.isclass(target):
         return target.__mcpgym_connect__(mode=mode, read_timeout=read_timeout, headers=headers)
     if isinstance(target, str) and _IMPORT_PATH.match(target):

@@ -47,6 +47,8 @@ import mcp_types as types
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._mcp_env import MCPEnv
+from mcpgym._spec import connect_options as connect_options_of
+from mcpgym._spec import is_spec, load_spec, spec_target
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
 
@@ -168,6 +170,9 @@ def environment_class(
     are, anything else as JSON; None leaves the prompt alone). `connect_options` go to
     `mcpgym.connect` for every instance.
     """
+    if is_spec(target):  # an mcpgym.yaml run spec: its class (or partial), resolved once
+        spec = load_spec(target)
+        target, connect_options = spec_target(spec), {**connect_options_of(spec), **connect_options}
     if isinstance(target, str) and _IMPORT_PATH.match(target):
         target = load_environment(target)  # a class: picklable, and in-process for every instance
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)

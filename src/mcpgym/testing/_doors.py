@@ -1,0 +1,80 @@
+"""The same environment behind each door: in-process, in-memory MCP, stdio and streamable HTTP.
+
+Layer: testing tools over the public API. Servers started here bind 127.0.0.1 on a free port,
+in the caller's event loop, and stop when the `async with` block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import anyio
+import uvicorn
+from mcp import StdioServerParameters
+from starlette.types import ASGIApp
+
+from mcpgym._connect import Target
+from mcpgym._environment import Environment
+from mcpgym._http import UvicornServer
+from mcpgym._server import GymServer
+
+Door = Literal["inprocess", "memory", "stdio", "http"]
+DOORS: tuple[Door, ...] = ("inprocess", "memory", "stdio", "http")
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: ASGIApp) -> AsyncIterator[str]:
+    """Serve an ASGI app on 127.0.0.1:<free port> in this event loop; yields the base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = UvicornServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            with anyio.fail_after(10):
+                await server.ready.wait()
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
+    finally:
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def serve_gym(env: Any, **options: Any) -> AsyncIterator[tuple[GymServer, str]]:
+    """A `GymServer(env, **options)` over streamable HTTP on loopback; yields (server, MCP URL)."""
+    gym = GymServer(env, **options)
+    async with serve_app(gym.http_app()) as base:
+        yield gym, f"{base}/mcp"
+
+
+@contextlib.asynccontextmanager
+async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target]:
+    """A target for `mcpgym.connect` that reaches `env` through door `kind`.
+
+    `"stdio"` launches `python -m mcpgym serve module:Class` with this interpreter, so the class
+    must be importable by name from the working directory or an installed package.
+    """
+    if kind == "inprocess":
+        yield env
+    elif kind == "memory":
+        yield GymServer(env)
+    elif kind == "stdio":
+        # The SDK gives a child only a few safe variables; PYTHONPATH goes too, so the child
+        # imports the same code as the test (a src/ layout run without installing, say).
+        path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+        argv = ["-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        yield StdioServerParameters(command=sys.executable, args=argv, env=path)
+    elif kind == "http":
+        async with serve_gym(env) as (_, url):
+            yield url
+    else:
+        raise ValueError(f"unknown door {kind!r}: one of {', '.join(DOORS)}")

@@ -1,0 +1,38 @@
+"""The docs site (mkdocs.yml, docs/) shows every design record; scripts/test.sh builds it with --strict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _nav_files(nav: object) -> set[str]:
+    if isinstance(nav, str):
+        return {nav}
+    if isinstance(nav, list):
+        return set().union(*(_nav_files(item) for item in nav))
+    if isinstance(nav, dict):
+        return set().union(*(_nav_files(value) for value in nav.values()))
+    return set()
+
+
+def test_every_rfc_has_a_page_in_the_nav_and_a_row_in_the_index() -> None:
+    nav = _nav_files(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+    index = (REPO / "docs" / "rfcs" / "index.md").read_text()
+    rfcs = sorted((REPO / "rfcs").glob("[0-9][0-9][0-9][0-9]-*.md"))
+    assert len(rfcs) >= 6
+    for rfc in rfcs:
+        page = REPO / "docs" / "rfcs" / rfc.name
+        hint = f'add docs/rfcs/{rfc.name} containing: --8<-- "rfcs/{rfc.name}"'
+        assert page.is_file() and f'--8<-- "rfcs/{rfc.name}"' in page.read_text(), hint
+        assert f"rfcs/{rfc.name}" in nav, f"add rfcs/{rfc.name} to the nav in mkdocs.yml"
+        assert f"]({rfc.name})" in index, f"add a row for {rfc.name} to docs/rfcs/index.md"
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = _nav_files(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+    pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
+    assert pages - nav == set() and nav - pages == set()

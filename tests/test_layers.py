@@ -1,0 +1,98 @@
+"""Layers import one way: the core (src/mcpgym) never imports what is built on it; the harness's
+subcommands reach `mcpgym` through the `mcpgym.commands` entry point group instead."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from mcpgym import _cli, _commands
+
+REPO = Path(__file__).resolve().parent.parent
+ABOVE_THE_CORE = ("harness", "servers", "tests", "benchmarks", "examples")
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def test_the_core_imports_nothing_built_on_it() -> None:
+    modules = sorted((REPO / "src" / "mcpgym").rglob("*.py"))
+    assert len(modules) > 20
+    offenders = {str(m.relative_to(REPO)): _imports(m) & set(ABOVE_THE_CORE) for m in modules}
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_building_the_cli_without_plugins_imports_no_harness() -> None:
+    code = (
+        "import sys, mcpgym._commands as c; c.plugins = lambda: (); import mcpgym._cli as m; m._parser(); "
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('harness', 'servers')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+class Hello:
+    """A plugin as another package would ship it."""
+
+    COMMANDS = ("hello",)
+    ran: ClassVar[list[str]] = []
+
+    @staticmethod
+    def register(sub: Any) -> None:
+        sub.add_parser("hello", help="say hello").add_argument("who")
+
+    @staticmethod
+    def dispatch(args: argparse.Namespace) -> None:
+        Hello.ran.append(args.who)
+
+
+def _entry_points(*points: EntryPoint) -> Any:
+    def select(*, group: str) -> list[EntryPoint]:
+        return [p for p in points if p.group == group]
+
+    return select
+
+
+def test_a_plugin_adds_and_runs_its_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    points = (
+        EntryPoint("hello", f"{__name__}:Hello", _commands.GROUP),
+        EntryPoint("broken", "no_such_package.cli", _commands.GROUP),
+    )
+    monkeypatch.setattr(_commands, "entry_points", _entry_points(*points))
+    _commands.plugins.cache_clear()
+    try:
+        _cli.main(["hello", "world"])
+        assert Hello.ran == ["world"]
+        assert "commands from no_such_package.cli unavailable" in capsys.readouterr().err  # said, not fatal
+        with pytest.raises(SystemExit):
+            _cli.main(["rollout", "x", "--model", "m", "--base-url", "u"])  # only installed plugins add commands
+    finally:
+        _commands.plugins.cache_clear()
+
+
+def test_pyproject_registers_the_harness_commands() -> None:
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"][_commands.GROUP]
+    (name, value), *others = declared.items()
+    assert others == [] and name == "harness"
+    plugin = EntryPoint(name, value, _commands.GROUP).load()
+    parser = argparse.ArgumentParser()
+    plugin.register(parser.add_subparsers(dest="command"))
+    assert set(plugin.COMMANDS) == {"rollout", "harness"}
+    assert parser.parse_args(["rollout", "t", "--model", "m", "--base-url", "u"]).command == "rollout"
