@@ -19,10 +19,10 @@ import anyio
 import pytest
 
 import mcpgym
+from mcpgym.testing import transcript as _script
 from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, load_tasks, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
-from tests.test_doors import _script
 from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
 
 pytestmark = pytest.mark.anyio
