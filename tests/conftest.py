@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
+from mcp import StdioServerParameters
 from starlette.types import ASGIApp
 
 import mcpgym
@@ -62,7 +64,11 @@ async def door(kind: str, env: type[mcpgym.Environment] = Echo) -> AsyncIterator
     elif kind == "memory":
         yield mcpgym.GymServer(env)
     elif kind == "stdio":
-        yield [sys.executable, "-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        argv = [sys.executable, "-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        # The SDK launches stdio servers with a minimal environment: pass PYTHONPATH on, so a
+        # checkout run from source (a worktree) serves its own code, not the installed one's.
+        extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+        yield StdioServerParameters(command=argv[0], args=argv[1:], env=extra)
     else:
         async with serve_gym(env) as (_, url):
             yield url

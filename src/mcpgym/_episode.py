@@ -26,6 +26,7 @@ from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._protocol import STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
+from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
 from mcpgym._types import EpisodeState, ToolStep, tool_step
 
@@ -104,6 +105,10 @@ class Episode:
         self.seed: int | None = None
         self.last_active = time.monotonic()
         self.closed = False
+        self.score: EpisodeScore | None = None
+        """The rubric's state when the environment has one (set by `start`)."""
+        self.final: EpisodeState | None = None
+        """The state as the episode closed (its return includes a trajectory score made then)."""
         self._turns = Turns()
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
@@ -115,6 +120,8 @@ class Episode:
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
+        if self.env.rubric is not None:
+            self.score = EpisodeScore(self.env.rubric, jsonable)
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
             self._log.reset(jsonable)
@@ -134,18 +141,30 @@ class Episode:
             episode_id=self.id,
             environment=type(self.env).__name__,
             step_count=self.step_count,
-            total_reward=self.total_reward,
+            total_reward=self.total_reward if self.score is None else self.score.total,
             done=self.done,
             truncated=self.truncated,
             seed=self.seed,
             info=info,
+            terminated=self.done and not self.truncated,
+            components={} if self.score is None else dict(self.score.components),
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
         step = await self.step(name, arguments)
         result = step.observation  # always this step's own object (see _convert), so stamp it in place
-        stamp = {"reward": step.reward, "done": step.done, "truncated": step.truncated, "step": step.info["step"]}
+        stamp = {
+            "reward": step.reward,
+            "done": step.done,
+            "terminated": step.terminated,
+            "truncated": step.truncated,
+            "step": step.info["step"],
+        }
+        if step.components:
+            stamp["components"] = step.components
+        if stamp["reward"] != stamp["reward"]:  # NaN: unscored. JSON has no NaN: null says it.
+            stamp["reward"] = None
         result.meta = {**(result.meta or {}), STEP_KEY: stamp}
         return result
 
@@ -162,6 +181,7 @@ class Episode:
                 raise unknown_episode()
             arguments = arguments or {}
             started = time.time() if self._log is not None else 0.0  # wall time only for the record
+            ledger = _OVER
             if self.done:
                 over = _error("The episode is over; start a new one with reset().")
                 outcome = tool_step(over, 0.0, True, self.truncated, self.step_count)
@@ -193,12 +213,12 @@ class Episode:
                 finally:
                     LEDGER.reset(token)
                     self.last_active = time.monotonic()
-                outcome = self._account(result, ledger)
+                if self.score is None:
+                    outcome = self._account(result, ledger)
+                else:
+                    outcome = await self._account_scored(name, arguments, result, ledger)
             if self._log is not None:
-                done, truncated, number = outcome.done, outcome.truncated, outcome.info["step"]
-                self._log.step(
-                    name, arguments, outcome.observation, outcome.reward, done, truncated, number, started=started
-                )
+                self._log.step(name, arguments, outcome, ledger.reward, ledger.signals, started=started)
             return outcome
         finally:
             self._turns.release()
@@ -233,6 +253,30 @@ class Episode:
             self.done = self.truncated = True
         return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
 
+    def _final_state(self) -> EpisodeState | None:
+        try:
+            return self.state()
+        except MCPError:
+            return None  # state_info raised (logged by the caller of state() elsewhere)
+
+    async def _account_scored(
+        self, name: str, arguments: dict[str, Any], result: types.CallToolResult, ledger: StepLedger
+    ) -> ToolStep:
+        """`_account` with the rubric making the reward; the last step also carries the
+        trajectory components (awaited here: the final result waits for a judge)."""
+        assert self.score is not None
+        plain = self._account(result, ledger)
+        self.total_reward -= ledger.reward  # the environment's own reward is one input of the rubric
+        number, terminated, truncated = self.step_count, plain.terminated, plain.truncated
+        reward, components = self.score.step(
+            name, arguments, result, ledger.reward, ledger.signals, number, terminated, truncated
+        )
+        if self.done:
+            added, final = await self.score.finish(type(self.env).__name__, self.seed, terminated, truncated)
+            reward, components = reward + added, {**components, **final}
+        self.total_reward = self.score.total
+        return tool_step(result, reward, self.done, self.truncated, number, components)
+
     async def close(self) -> None:
         """Release the environment: idempotent; `env.close()` runs once, after a running step
         ends (waiting at most the call timeout), and even under cancellation. Steps still
@@ -247,8 +291,13 @@ class Episode:
                     await self._turns.wait()
                 waited = True
             try:
+                if self.score is not None and not self.score.finished:
+                    await self.score.finish_on_close(type(self.env).__name__, self.seed, self.truncated)
+                    self.total_reward = self.score.total
+                self.final = self._final_state()
                 if self._log is not None:
-                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
+                    components = None if self.score is None else self.score.components
+                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
                 if self.owns_env:
                     with anyio.move_on_after(_CLOSE_WAIT):
                         await _run_user(self.env.close)
@@ -258,6 +307,9 @@ class Episode:
                 if waited:
                     self._turns.release()
 
+
+_OVER = StepLedger()
+"""The (empty) ledger of a call made after the episode ended: no tool ran."""
 
 _CLOSE_WAIT = 30.0
 """Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""
