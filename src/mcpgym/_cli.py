@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from mcpgym import _rescore
 from mcpgym._check import check_environment
 from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
@@ -168,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="MODULE:CLASS")
+    _rescore.register(sub)
     _harness_commands(sub)
     return parser
 
@@ -232,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             anyio.run(_tools, args.target, args.json)
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
+        elif args.command == "rescore":
+            sys.exit(_rescore.command(args))
         elif args.command == "check":
             problems = check_environment(_load(args.env), raise_on_error=False)
             for problem in problems:
@@ -240,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(1 if problems else 0)
     except MCPError as exc:
         sys.exit(f"mcpgym: {exc.message}")
-    except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
 
 
