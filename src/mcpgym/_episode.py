@@ -213,10 +213,9 @@ class Episode:
                 finally:
                     LEDGER.reset(token)
                     self.last_active = time.monotonic()
-                if self.score is None:
-                    outcome = self._account(result, ledger)
-                else:
-                    outcome = await self._account_scored(name, arguments, result, ledger)
+                outcome = self._account(result, ledger, name, arguments)
+            if self.score is not None and self.done and not self.score.finished:
+                outcome = await self._finish_scoring(outcome)
             if self._log is not None:
                 self._log.step(name, arguments, outcome, ledger.reward, ledger.signals, started=started)
             return outcome
@@ -242,40 +241,41 @@ class Episode:
             "so the episode ends"
         )
 
-    def _account(self, result: types.CallToolResult, ledger: StepLedger) -> ToolStep:
+    def _account(
+        self, result: types.CallToolResult, ledger: StepLedger, name: str, arguments: dict[str, Any]
+    ) -> ToolStep:
         self.step_count += 1
-        self.total_reward += ledger.reward
         if ledger.stranded:
             self.done = self.truncated = True
         elif ledger.finished:
             self.done = True
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
-        return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+        if self.score is None:
+            self.total_reward += ledger.reward
+            return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+        # With a rubric, the environment's own reward is one of the rubric's inputs.
+        terminated = self.done and not self.truncated
+        reward, components = self.score.step(
+            name, arguments, result, ledger.reward, ledger.signals, self.step_count, terminated, self.truncated
+        )
+        self.total_reward = self.score.total
+        return tool_step(result, reward, self.done, self.truncated, self.step_count, components)
+
+    async def _finish_scoring(self, last: ToolStep) -> ToolStep:
+        """The last step also carries the trajectory components (awaited here: the final
+        result waits for a judge)."""
+        assert self.score is not None
+        added, final = await self.score.finish(type(self.env).__name__, self.seed, last.terminated, last.truncated)
+        self.total_reward = self.score.total
+        components = {**last.components, **final}
+        return tool_step(last.observation, last.reward + added, last.done, last.truncated, self.step_count, components)
 
     def _final_state(self) -> EpisodeState | None:
         try:
             return self.state()
         except MCPError:
-            return None  # state_info raised (logged by the caller of state() elsewhere)
-
-    async def _account_scored(
-        self, name: str, arguments: dict[str, Any], result: types.CallToolResult, ledger: StepLedger
-    ) -> ToolStep:
-        """`_account` with the rubric making the reward; the last step also carries the
-        trajectory components (awaited here: the final result waits for a judge)."""
-        assert self.score is not None
-        plain = self._account(result, ledger)
-        self.total_reward -= ledger.reward  # the environment's own reward is one input of the rubric
-        number, terminated, truncated = self.step_count, plain.terminated, plain.truncated
-        reward, components = self.score.step(
-            name, arguments, result, ledger.reward, ledger.signals, number, terminated, truncated
-        )
-        if self.done:
-            added, final = await self.score.finish(type(self.env).__name__, self.seed, terminated, truncated)
-            reward, components = reward + added, {**components, **final}
-        self.total_reward = self.score.total
-        return tool_step(result, reward, self.done, self.truncated, number, components)
+            return None  # state_info raised: the close goes on without a final state
 
     async def close(self) -> None:
         """Release the environment: idempotent; `env.close()` runs once, after a running step

@@ -51,7 +51,7 @@ class EpisodeScore:
         """This step's reward and components; a rubric that raises leaves the step unscored
         (reward NaN, components None)."""
         fresh = signals or _EMPTY
-        step = Step(tool, arguments, result, reward, fresh, self._latest, number, terminated, truncated)
+        step = _new_step(Step, (tool, arguments, result, reward, fresh, self._latest, number, terminated, truncated))
         try:
             total, scored = self.rubric.score_step(step)
             values: dict[str, float | None] = scored  # type: ignore[assignment]
@@ -64,9 +64,13 @@ class EpisodeScore:
             self._steps.append(step)
         self.total += total
         sums = self.components
-        for name, value in values.items():
-            before = sums.get(name, 0.0)
-            sums[name] = None if before is None or value is None else before + value
+        if total == total:  # scored (not NaN)
+            for name, value in values.items():
+                before = sums.get(name, 0.0)
+                sums[name] = None if before is None or value is None else before + value
+        else:  # an unscored step leaves each sum unscored for good
+            for name in values:
+                sums[name] = None
         return total, values
 
     async def finish(
@@ -102,3 +106,4 @@ class EpisodeScore:
 
 
 _EMPTY: dict[str, Any] = {}
+_new_step = tuple.__new__  # Step's fields in order, without NamedTuple's Python-level __new__

@@ -20,40 +20,27 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import mcp_types as types
 
 
-class Step:
-    """One scored step: what a step rubric reads (built per step, so a plain slotted class)."""
+class Step(NamedTuple):
+    """One scored step: what a step rubric reads. A named tuple: one is built per step, and a
+    tuple is the cheapest object Python builds (rfcs/0007: the per-step budget)."""
 
-    __slots__ = ("arguments", "before", "number", "result", "reward", "signals", "terminated", "tool", "truncated")
-
-    def __init__(
-        self,
-        tool: str,
-        arguments: dict[str, Any],
-        result: types.CallToolResult,
-        reward: float,
-        signals: Mapping[str, Any],
-        before: Mapping[str, Any],
-        number: int,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
-        self.tool = tool
-        self.arguments = arguments
-        self.result = result
-        self.reward = reward
-        """What the environment's own `reward()` / `finish(reward=)` gave this step."""
-        self.signals = signals
-        """What the environment reported with `signal(name, value)` during this step."""
-        self.before = before
-        """The latest value of every signal reported before this step."""
-        self.number = number
-        self.terminated = terminated
-        self.truncated = truncated
+    tool: str
+    arguments: dict[str, Any]
+    result: types.CallToolResult
+    reward: float
+    """What the environment's own `reward()` / `finish(reward=)` gave this step."""
+    signals: Mapping[str, Any]
+    """What the environment reported with `signal(name, value)` during this step."""
+    before: Mapping[str, Any]
+    """The latest value of every signal reported before this step."""
+    number: int
+    terminated: bool
+    truncated: bool
 
     @property
     def is_error(self) -> bool:
