@@ -19,10 +19,12 @@ from mcpgym.rubrics._core import (
     step_rubric,
     trajectory_rubric,
 )
+from mcpgym.rubrics._judge import LLMJudge, parse_score
 from mcpgym.rubrics._returns import discounted_returns, final_only
 
 __all__ = [
     "Component",
+    "LLMJudge",
     "Rubric",
     "Step",
     "StepRubric",
@@ -32,6 +34,7 @@ __all__ = [
     "env_reward",
     "final",
     "final_only",
+    "parse_score",
     "progress",
     "signal",
     "step_rubric",
