@@ -8,6 +8,11 @@ Step part: the same echo tool in two environments, one without a rubric and one 
 step components (the environment's own reward, a length penalty read from the arguments and a
 format gate read from the result), timed in interleaved rounds in one process (this thread's
 CPU time, lowest round); the report is µs per step of each and their difference (target: < 2 µs).
+
+Judge part: `--episodes` trajectories, drawn from a quarter as many distinct ones (as in a
+GRPO group, where identical completions recur), judged by `LLMJudge` against the scripted
+endpoint (`harness._scripted`, model "judge", on loopback in this process) with the cache on
+and off, `--concurrency` at once; the report is judgements/s and requests sent.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import time
 from collections.abc import Sequence
 
 import anyio
+import mcp_types as types
 
 import mcpgym
+from harness import _scripted
 from mcpgym import CallToolAction, rubrics
 
 STEP_TARGET_US = 2.0
@@ -72,10 +79,38 @@ async def step_costs(steps: int, rounds: int) -> dict[str, float]:
     return {name: min(values) for name, values in samples.items()}
 
 
+def transcripts(episodes: int) -> list[rubrics.Transcript]:
+    distinct = max(1, episodes // 4)
+    out = []
+    for i in range(episodes):
+        text = f"answer {i % distinct}"
+        result = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        step = rubrics.Step("answer", {"text": text}, result, 0.0, {}, {}, 1, True, False)
+        out.append(rubrics.Transcript("Bench", "Answer.", [step], terminated=True))
+    return out
+
+
+async def judge_throughput(episodes: int, concurrency: int) -> dict[str, tuple[float, int]]:
+    work = transcripts(episodes)
+    out = {}
+    async with _scripted.serve() as url:
+        for label, cache in (("cache on", True), ("cache off", False)):
+            judge = rubrics.LLMJudge(url, "judge", "Award 4 if it answered.", cache=cache, max_concurrency=concurrency)
+            start = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for transcript in work:
+                    tg.start_soon(judge, transcript)
+            out[label] = (episodes / (time.perf_counter() - start), judge.requests)
+            await judge.aclose()
+    return out
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_rewards", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000, help="timed steps per environment (%(default)s)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (%(default)s)")
+    parser.add_argument("--episodes", type=int, default=400, help="trajectories to judge (%(default)s)")
+    parser.add_argument("--concurrency", type=int, default=16, help="judge requests at once (%(default)s)")
     return parser.parse_args(argv)
 
 
@@ -89,6 +124,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"| 3-component rubric | {costs['rubric']:.2f} |")
     verdict = "PASS" if overhead < STEP_TARGET_US else "FAIL"
     print(f"\nrubric overhead: {overhead:.2f} µs/step (target < {STEP_TARGET_US:g} µs): {verdict}")
+    judged = anyio.run(judge_throughput, args.episodes, args.concurrency)
+    print(f"\n| LLM judge, {args.episodes} trajectories ({args.episodes // 4} distinct) | judgements/s | requests |")
+    print("|---|---|---|")
+    for label, (rate, requests) in judged.items():
+        print(f"| {label} | {rate:.0f} | {requests} |")
 
 
 if __name__ == "__main__":

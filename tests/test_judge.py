@@ -85,6 +85,13 @@ async def test_concurrent_identical_trajectories_are_judged_once(
     assert scores == [0.4] * 8 and judge.requests == 1
     await judge.aclose()
 
+    judge, scores = _judge(url, cache=False), []  # without the cache: each asks, none trips another
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert scores == [0.4] * 4 and judge.requests == 4
+    await judge.aclose()
+
 
 async def test_failures_leave_the_episode_unscored_never_zero(endpoint: tuple[_scripted.ScriptedEndpoint, str]) -> None:
     scripted, url = endpoint

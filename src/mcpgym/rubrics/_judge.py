@@ -149,13 +149,16 @@ class LLMJudge(TrajectoryRubric):
             await pending.wait()  # the same trajectory is being judged: wait for that verdict
             if key not in self.cache:
                 break  # it failed: try ourselves (failures are not cached)
+        if not self.cache_enabled:
+            return await self._judge(messages)
         done = self._in_flight[key] = anyio.Event()
         try:
             score = await self._judge(messages)
         finally:
-            del self._in_flight[key]
+            if self._in_flight.get(key) is done:
+                del self._in_flight[key]
             done.set()
-        if score is not None and self.cache_enabled:
+        if score is not None:
             self.cache[key] = score
             if len(self.cache) > self.cache_size:
                 self.cache.popitem(last=False)
