@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
-from mcpgym._protocol import STEP_KEY, ResetResult
+from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
@@ -120,12 +120,15 @@ class Episode:
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
-        if self.env.rubric is not None:
-            self.score = EpisodeScore(self.env.rubric, jsonable)
+        info: dict[str, Any] = {}
+        if (rubric := self.env.rubric) is not None:
+            self.score = EpisodeScore(rubric, jsonable)
+            trajectory = [name for name, _, _ in rubric.trajectory_parts]
+            info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
             self._log.reset(jsonable)
-        return ResetResult(observation=jsonable)
+        return ResetResult(observation=jsonable, info=info)
 
     @property
     def busy(self) -> bool:

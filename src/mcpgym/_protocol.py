@@ -34,6 +34,9 @@ EXTENSION_ID: Final = "io.mcpgym/gym"
 EPISODE_KEY: Final = "io.mcpgym/episode"
 STEP_KEY: Final = "io.mcpgym/step"
 EPISODE_HEADER: Final = "Mcpgym-Episode"
+RUBRIC_KEY: Final = "io.mcpgym/rubric"
+"""In `reset`'s `info` when the environment has a rubric: `{"components": [...], "trajectory":
+[...]}`, the names of its components and of those scored only when the episode ends."""
 
 RESET_METHOD: Final = "mcpgym/reset"
 STATE_METHOD: Final = "mcpgym/state"
