@@ -197,3 +197,21 @@ def test_rescore_command_writes_scores_and_a_summary(tmp_path: Path, capsys: pyt
     assert json.loads(line)["rewards"] == [live[0].reward]
     captured = capsys.readouterr()
     assert json.loads(captured.out)["solved"]["mean"] == 1.0 and "rescored 1/1 episodes" in captured.err
+
+
+async def test_harness_trajectories_carry_components_and_the_score_made_at_close() -> None:
+    import harness
+    from harness.policy import tool_call
+
+    async def guess_then_stop(messages: list[harness.Message], tools: list[harness.ToolSpec]) -> harness.AssistantTurn:
+        if any(m["role"] == "tool" for m in messages):
+            return harness.AssistantTurn(content="done")  # stops before the episode ends
+        return harness.AssistantTurn(content=None, tool_calls=[tool_call("c0", "guess", {"text": "or"})])
+
+    async with mcpgym.connect(mcpgym.GymServer(Graded)) as env:
+        trajectory = await harness.run_episode(env, guess_then_stop, seed=0)
+    (step,) = trajectory.turns[0].steps
+    assert step.components == {"correct": 0.4, "brevity": -0.02, "well_formed": 1.0, "own": 0.25}
+    assert trajectory.stop == "no_tool_calls" and not trajectory.done
+    assert trajectory.components["solved"] == pytest.approx(0.4)  # scored when the harness closed it
+    assert trajectory.reward == pytest.approx(step.reward + 0.8)
