@@ -41,11 +41,26 @@ def test_weighted_sum_uses_weights_and_reports_raw_components() -> None:
     assert (total, values) == (3.0, {"a": 1.0, "b": 4.0})
 
 
-def test_a_failing_step_gate_zeroes_the_step_and_a_gate_earns_nothing_itself() -> None:
+def test_a_failing_step_gate_zeroes_what_the_step_earned_and_a_gate_earns_nothing_itself() -> None:
     rubric = Rubric({"a": rubrics.signal("a"), "ok": rubrics.signal("ok")}, gates=["ok"])
     assert rubric.score_step(_step({"a": 2.0, "ok": 1.0})) == (2.0, {"a": 2.0, "ok": 1.0})
     assert rubric.score_step(_step({"a": 2.0, "ok": 0.0})) == (0.0, {"a": 2.0, "ok": 0.0})
-    assert rubric.score_step(_step({"a": -2.0, "ok": 0.0}))[0] == 0.0  # a gate zeroes penalties too
+    # A penalty stands: else failing the gate on purpose would dodge it.
+    assert rubric.score_step(_step({"a": -2.0, "ok": 0.0}))[0] == -2.0
+
+
+@pytest.mark.parametrize(("earned", "expected"), [(2.0, 0.0), (-2.0, -2.0)])
+async def test_a_failing_trajectory_gate_caps_the_episode_return_at_zero(earned: float, expected: float) -> None:
+    from mcpgym._scoring import EpisodeScore
+
+    rubric = Rubric({"a": rubrics.signal("a"), "safe": rubrics.final("safe")}, gates=["safe"])
+    for safe, want in ((1.0, earned), (0.0, expected)):  # the premise: a passing gate changes nothing
+        score = EpisodeScore(rubric, None)
+        result = types.CallToolResult(content=[])
+        score.step("t", {}, result, 0.0, {"a": earned / 2}, 1, False, False)
+        score.step("t", {}, result, 0.0, {"a": earned / 2, "safe": safe}, 2, True, False)
+        _, values = await score.finish("E", None, True, False)
+        assert score.total == want and values["safe"] == safe
 
 
 def test_progress_pays_only_for_new_progress() -> None:
@@ -215,3 +230,24 @@ async def test_harness_trajectories_carry_components_and_the_score_made_at_close
     assert trajectory.stop == "no_tool_calls" and not trajectory.done
     assert trajectory.components["solved"] == pytest.approx(0.4)  # scored when the harness closed it
     assert trajectory.reward == pytest.approx(step.reward + 0.8)
+
+
+def test_a_rubric_that_is_not_one_fails_where_it_is_written() -> None:
+    with pytest.raises(TypeError, match=r"Wrong\.rubric must be an mcpgym\.rubrics\.Rubric"):
+
+        class Wrong(Graded):
+            rubric = "correct"  # type: ignore[assignment]
+
+    assert mcpgym.check_environment(Graded, raise_on_error=False) == []
+
+
+async def test_a_constructor_rubric_that_is_not_one_fails_the_reset_clearly() -> None:
+    import functools
+
+    class Configurable(Graded):
+        def __init__(self, rubric: object) -> None:
+            self.rubric = rubric  # type: ignore[assignment]
+
+    async with mcpgym.connect(functools.partial(Configurable, "nope")) as env:
+        with pytest.raises(mcpgym.MCPError, match=r"is not an mcpgym\.rubrics\.Rubric"):
+            await env.reset()

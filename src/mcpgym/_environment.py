@@ -76,6 +76,7 @@ class Environment:
         super().__init_subclass__(**kwargs)
         # Built at class creation so a bad signature fails where it is written, not at serve time.
         cls.__mcpgym_tools__ = collect_tools(cls)
+        _check_rubric(cls.rubric, cls.__name__)
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Start an episode and return its first observation. Override; the default returns None."""
@@ -106,6 +107,11 @@ class Environment:
         ledger.finished = True
         if reward is not None:
             ledger.reward += _finite(reward)
+
+
+def _check_rubric(rubric: object, owner: str) -> None:
+    if rubric is not None and not isinstance(rubric, Rubric):
+        raise TypeError(f"{owner}.rubric must be an mcpgym.rubrics.Rubric or None, not {type(rubric).__name__}")
 
 
 def _ledger() -> StepLedger:

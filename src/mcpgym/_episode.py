@@ -29,6 +29,7 @@ from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
 from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym.rubrics._core import Rubric
 
 logger = logging.getLogger("mcpgym")
 
@@ -122,6 +123,8 @@ class Episode:
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
         info: dict[str, Any] = {}
         if (rubric := self.env.rubric) is not None:
+            if not isinstance(rubric, Rubric):  # set by a constructor (a class attribute is checked at definition)
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.rubric is not an mcpgym.rubrics.Rubric")
             self.score = EpisodeScore(rubric, jsonable)
             trajectory = [name for name, _, _ in rubric.trajectory_parts]
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}

@@ -77,8 +77,9 @@ class EpisodeScore:
         self, environment: str, seed: int | None, terminated: bool, truncated: bool
     ) -> tuple[float, dict[str, float | None]]:
         """Score the trajectory components (once): the reward they add to the final step and
-        their values. A trajectory gate that fails sets the added reward to minus the return so
-        far, so the episode's return is 0. NaN when a component could not score."""
+        their values. A trajectory gate that fails caps the episode's return at 0 (the added
+        reward is minus the return so far when that is positive). NaN when a component could
+        not score."""
         if self.finished or self._steps is None:
             self.finished = True
             return 0.0, {}
@@ -89,7 +90,7 @@ class EpisodeScore:
         except Exception:
             logger.exception("a trajectory rubric failed: the episode is unscored")
             added, passed, values = math.nan, True, {n: None for n, _, _ in self.rubric.trajectory_parts}
-        if not passed and not math.isnan(added):
+        if not passed and self.total + added > 0:
             added = -self.total
         self.total += added
         self.components.update(values)

@@ -155,8 +155,10 @@ class Rubric:
     """What an environment declares (class attribute `rubric`, or passed to the constructor):
     named components, each a `StepRubric` or a `TrajectoryRubric`, summed with `weights`
     (default 1 each) into the reward. A component named in `gates` is a pass/fail check: while
-    it scores <= 0 the total is 0 (a step gate zeroes its step; a trajectory gate zeroes the
-    whole episode's return). A gate's own weight defaults to 0: passing it is not a bonus.
+    it scores <= 0 nothing positive is earned (a step gate zeroes its step's reward, a trajectory
+    gate the whole episode's return), but a negative total stands: were a penalty waived too,
+    failing a gate on purpose would be a way to dodge it. A gate's own weight defaults to 0:
+    passing it is not a bonus.
 
     ```python
     rubric = Rubric(
@@ -210,7 +212,7 @@ class Rubric:
             value = values[name] = float(component(step))
             total += weight * value
         for name in self.step_gates:
-            if not values[name] > 0:
+            if not values[name] > 0 and total > 0:
                 total = 0.0
         return total, values
 
