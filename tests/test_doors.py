@@ -71,6 +71,8 @@ async def _transcripts(env_cls: type[mcpgym.Environment], script: list[tuple[str
     return out
 
 
+GRADED_UNFINISHED: list[tuple[str, dict[str, Any]]] = [("guess", {"text": "or"})]  # scored on close
+
 GRADED_SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("guess", {"text": "xyz"}),  # nothing found: a well-formed step with a brevity cost
     ("guess", {"text": "o"}),  # one letter: progress shaping
@@ -82,7 +84,8 @@ GRADED_SCRIPT: list[tuple[str, dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(
-    ("env_cls", "script"), [(Echo, ECHO_SCRIPT), (Counter, COUNTER_SCRIPT), (Graded, GRADED_SCRIPT)]
+    ("env_cls", "script"),
+    [(Echo, ECHO_SCRIPT), (Counter, COUNTER_SCRIPT), (Graded, GRADED_SCRIPT), (Graded, GRADED_UNFINISHED)],
 )
 async def test_every_door_gives_the_same_episode(
     env_cls: type[mcpgym.Environment], script: list[tuple[str, dict[str, Any]]]

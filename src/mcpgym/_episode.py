@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
-from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, ResetResult
+from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
@@ -161,6 +161,7 @@ class Episode:
         step = await self.step(name, arguments)
         result = step.observation  # always this step's own object (see _convert), so stamp it in place
         stamp = {
+            "v": STEP_VERSION,
             "reward": step.reward,
             "done": step.done,
             "terminated": step.terminated,

@@ -7,11 +7,12 @@ the way it does.
 - Every request that belongs to an episode carries its id in `params._meta[EPISODE_KEY]`
   (and, over HTTP, in the `EPISODE_HEADER` header so a router can hash on it). The client
   mints the id before its first request, so the id is routable from the first byte.
-- Every `tools/call` result carries `_meta[STEP_KEY] = {"reward", "done", "terminated",
+- Every `tools/call` result carries `_meta[STEP_KEY] = {"v", "reward", "done", "terminated",
   "truncated", "step"}`, plus `"components"` (named reward parts) when the environment has a
-  rubric (rfcs/0007-rewards.md). `reward` is null when the step is unscored (a judge failed).
-  Stamps from servers before `terminated` existed read with `terminated = done and not
-  truncated`. Ordinary MCP clients ignore the stamp.
+  rubric (rfcs/0007-rewards.md). `v` is `STEP_VERSION`; keys are only ever added, and readers
+  default what an older stamp lacks (no `v`: version 1, before `terminated`, which then reads
+  as `done and not truncated`). `reward` is null when the step is unscored (a judge failed).
+  Ordinary MCP clients ignore the stamp.
 - The Gym control plane is three extension request methods (`mcpgym/reset`, `mcpgym/state`,
   `mcpgym/close`). They are not tools, so they never appear in `tools/list` and an agent
   cannot call them through `tools/call`.
@@ -34,6 +35,8 @@ EXTENSION_ID: Final = "io.mcpgym/gym"
 EPISODE_KEY: Final = "io.mcpgym/episode"
 STEP_KEY: Final = "io.mcpgym/step"
 EPISODE_HEADER: Final = "Mcpgym-Episode"
+STEP_VERSION: Final = 2
+"""The step stamp's layout version: 2 added `terminated` and `components` (rfcs/0007-rewards.md)."""
 RUBRIC_KEY: Final = "io.mcpgym/rubric"
 """In `reset`'s `info` when the environment has a rubric: `{"components": [...], "trajectory":
 [...]}`, the names of its components and of those scored only when the episode ends."""
@@ -109,6 +112,7 @@ class StepMeta(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    v: int = 1
     reward: Score = 0.0
     done: bool = False
     truncated: bool = False
