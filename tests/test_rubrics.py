@@ -166,6 +166,19 @@ async def test_recording_keeps_components_and_rescoring_reproduces_them(tmp_path
         assert again.components == [s.components for s in steps]
         assert again.total == trajectory.total_reward and again.episode_components == trajectory.components
 
+    # A rubric with trajectory components only: its steps earn 0, yet the record keeps what the
+    # environment itself gave, so another rubric can still read it.
+    class Late(Graded):
+        rubric = Rubric({"solved": rubrics.final("found")})
+
+    late = mcpgym.GymServer(Late, record=tmp_path / "late")
+    async with mcpgym.connect(late) as env:
+        steps = await _graded_episode(env, [{"text": "o"}, {"text": "orbit"}])
+    assert [s.reward for s in steps] == [0.0, 1.0]
+    (recorded_late,) = mcpgym.read_trajectories(tmp_path / "late")
+    own = Rubric({"own": rubrics.env_reward()})
+    assert (await rescore(recorded_late, own)).rewards == [0.25, 0.25]
+
     # A different rubric scores the same record differently, offline.
     brevity_only = Rubric({"brevity": rubrics.step_rubric(lambda s: -len(str(s.arguments.get("text", ""))))})
     assert (await rescore(first, brevity_only)).rewards == [-1.0, -0.0, -5.0, 0.0]

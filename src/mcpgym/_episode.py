@@ -224,7 +224,8 @@ class Episode:
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
             if self._log is not None:
-                self._log.step(name, arguments, outcome, ledger.reward, ledger.signals, started=started)
+                own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
+                self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
             return outcome
         finally:
             self._turns.release()

@@ -146,7 +146,7 @@ class EpisodeLog:
         tool: str,
         arguments: dict[str, Any],
         outcome: ToolStep,
-        env_reward: float,
+        env_reward: float | None,
         signals: dict[str, Any] | None,
         *,
         started: float,
@@ -166,7 +166,9 @@ class EpisodeLog:
             "duration": now - started,
         }
         if outcome.components:
-            record.update(components=outcome.components, env_reward=env_reward)
+            record["components"] = outcome.components
+        if env_reward is not None:
+            record["env_reward"] = env_reward
         if signals:
             record["signals"] = signals
         self._write(record)
