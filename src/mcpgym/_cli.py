@@ -216,7 +216,9 @@ async def _call(args: argparse.Namespace) -> int:
         result = await env.call_tool(args.tool, arguments)
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
     print(json.dumps(body, indent=2))
-    print(f"reward={result.reward} done={result.done} truncated={result.truncated}", file=sys.stderr)
+    flags = f"done={result.done} terminated={result.terminated} truncated={result.truncated}"
+    components = f" components={json.dumps(result.components)}" if result.components else ""
+    print(f"reward={result.reward} {flags}{components}", file=sys.stderr)
     return 1 if result.is_error else 0
 
 
