@@ -49,9 +49,31 @@ def test_an_unscorable_trajectory_is_none_for_trl_never_zero() -> None:
     assert math.isnan(finished.episode_return) and finished.get_reward() is None
 
 
+class PartlyJudged(Graded):
+    """A scored step component beside a judge that fails."""
+
+    rubric = rubrics.Rubric({"own": rubrics.env_reward(), "judge": rubrics.trajectory_rubric(lambda transcript: None)})
+
+
+def test_component_columns_are_none_too_when_the_episode_is_unscored() -> None:
+    # TRL leaves a completion unscored only if every reward column is None: a weight-0 "own"
+    # column saying 0.25 would make the failed judge's episode a scored 0.
+    (own, judge) = mcpgym.trl.component_rewards(PartlyJudged)
+    env = _episode(PartlyJudged, "o")
+    assert env.components["own"] == 0.25  # the premise: the component itself did score
+    assert own(environments=[env]) == [None] and judge(environments=[env]) == [None]
+    assert env.get_reward() is None
+
+
+@pytest.mark.trl  # imports trl, to name the columns exactly as the trainer does
 def test_component_rewards_are_named_reward_functions_over_the_rollouts() -> None:
+    import pickle
+
+    from trl.trainer.utils import get_callable_name  # how TRL names a reward column
+
     funcs = mcpgym.trl.component_rewards(mcpgym.trl.environment_class(Graded))
-    assert [f.__name__ for f in funcs] == ["correct", "brevity", "well_formed", "own", "solved"]
+    assert [get_callable_name(f) for f in funcs] == ["correct", "brevity", "well_formed", "own", "solved"]
+    assert pickle.loads(pickle.dumps(funcs[0])).__name__ == "correct"
     envs = [_episode(Graded, "or"), _episode(Graded, "orbit")]
     solved = funcs[-1](environments=envs, prompts=["p", "p"])
     assert solved == [pytest.approx(0.4), 1.0]

@@ -273,21 +273,29 @@ def component_rewards(env: type[MCPEnvironment] | Any, names: Sequence[str] | No
     components of the environment's declared rubric (in-process targets); pass them for others.
     Each reads the rollout's environment (TRL's `environments=`), closing the episode first as
     `get_reward` does. Give them weight 0 in `reward_weights` to log without training on them."""
-    if names is None:
-        names = _component_names(env)
+    return [ComponentReward(name) for name in (_component_names(env) if names is None else names)]
 
-    def reader(name: str) -> Callable[..., Any]:
-        def reward(environments: Sequence[MCPEnvironment] | None = None, **kwargs: Any) -> list[float | None]:
-            values = []
-            for environment in environments or ():
-                environment._finish()
-                values.append(None if environment._failed else environment._components.get(name))
-            return values
 
-        reward.__name__ = reward.__qualname__ = name
-        return reward
+class ComponentReward:
+    """A TRL reward function reading one rubric component of each rollout's environment.
 
-    return [reader(name) for name in names]
+    A callable instance (picklable, unlike a closure) whose `__name__` is the component's,
+    which is what TRL logs it by. It is None wherever `get_reward()` is None: TRL leaves a
+    completion unscored only when *every* reward function says None, and a weight-0 column
+    that still said 0.25 would turn an unscored episode into a scored 0."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __call__(self, environments: Sequence[MCPEnvironment] | None = None, **kwargs: Any) -> list[float | None]:
+        values: list[float | None] = []
+        for environment in environments or ():
+            unscored = environment.get_reward() is None
+            values.append(None if unscored else environment._components.get(self.__name__))
+        return values
+
+    def __repr__(self) -> str:
+        return f"ComponentReward({self.__name__!r})"
 
 
 def _component_names(env: Any) -> list[str]:
