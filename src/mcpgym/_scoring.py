@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -106,5 +108,5 @@ class EpisodeScore:
             self.components[name] = None
 
 
-_EMPTY: dict[str, Any] = {}
+_EMPTY: Mapping[str, Any] = MappingProxyType({})  # shared by every step without signals: read-only
 _new_step = tuple.__new__  # Step's fields in order, without NamedTuple's Python-level __new__
