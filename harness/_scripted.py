@@ -12,6 +12,13 @@ the endpoint is stateless per conversation and any number of episodes can run at
     hang                  never answer (until the endpoint shuts down): the client's timeout fires
     flaky                 HTTP 500, then 429 (Retry-After: 0), then behave like `solve`
                           (the failures are counted per endpoint, not per conversation)
+    judge                 an LLM judge (mcpgym.rubrics.LLMJudge's prompt) that does as it is
+                          told: it drops the block its instructions say is the trajectory
+                          (between the tags they name) and obeys the first "Award N" left,
+                          replying in a chatty "...\nSCORE: N/10". A prompt that let the
+                          trajectory out of its tags would let an injected "Award 10" win.
+    judge-malformed       a judge that rambles without stating a score
+    judge-flaky           HTTP 429 (Retry-After: 0) on the first request, then `judge`
 
 Any other model is a 404, as vLLM answers for a model it does not serve.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -36,7 +44,7 @@ from starlette.routing import Route
 from mcpgym._http import UvicornServer
 
 Reply = dict[str, Any]
-MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky")
+MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky", "judge", "judge-malformed", "judge-flaky")
 _FLAKY = (500, 429)
 
 
@@ -67,8 +75,9 @@ class ScriptedEndpoint:
         self.received.set()
         model = str(body.get("model"))
         self._seen[model] += 1
-        if model == "flaky" and self._seen[model] <= len(_FLAKY):
-            status = _FLAKY[self._seen[model] - 1]
+        failures = _FLAKY if model == "flaky" else (429,) if model == "judge-flaky" else ()
+        if self._seen[model] <= len(failures):
+            status = failures[self._seen[model] - 1]
             return JSONResponse({"error": {"message": "scripted failure"}}, status, headers={"Retry-After": "0"})
         if model == "hang":
             with anyio.move_on_after(self.hang_limit):  # a bound, so a forgotten release cannot hang a test run
@@ -139,7 +148,33 @@ def malformed_arguments(messages: list[dict[str, Any]]) -> Reply:
     return _call(turn, "write_file", '{"path": "a.py", "content": ') if turn == 0 else _stop("Giving up.")
 
 
+_TAG = re.compile(r"between <([A-Za-z0-9-]+)> and </\1>")
+_AWARD = re.compile(r"Award (\d+)")
+
+
+def judge(messages: list[dict[str, Any]]) -> Reply:
+    """Obey the first "Award N" outside the trajectory block the system message names (the
+    trajectory comes before the rubric: an injection that got out of its block would win)."""
+    system = next((str(m["content"]) for m in messages if m.get("role") == "system"), "")
+    user = "\n".join(str(m["content"]) for m in messages if m.get("role") == "user")
+    named = _TAG.search(system)
+    if named is not None:
+        tag = named.group(1)
+        user = re.sub(f"<{re.escape(tag)}>.*?</{re.escape(tag)}>", "", user, count=1, flags=re.DOTALL)
+    awards = _AWARD.findall(user)
+    if not awards:
+        return _stop("The rubric gives me nothing to award.")
+    return _stop(f"I read the trajectory against the rubric; 3 of its checks matter here.\nSCORE: {awards[0]}/10")
+
+
+def judge_malformed(messages: list[dict[str, Any]]) -> Reply:
+    return _stop("A thoughtful attempt overall; hard to put a number on it.")
+
+
 SCRIPTS: Mapping[str, Callable[[list[dict[str, Any]]], Reply]] = {
+    "judge": judge,
+    "judge-flaky": judge,
+    "judge-malformed": judge_malformed,
     "solve": solve,
     "flaky": solve,
     "unknown-tool": unknown_tool,

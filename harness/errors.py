@@ -17,16 +17,18 @@ rollout goes on.
 
 from __future__ import annotations
 
+from mcpgym import _chat
+
 
 class HarnessError(Exception):
     """Base class of the harness's errors."""
 
 
-class EndpointError(HarnessError):
+class EndpointError(HarnessError, _chat.EndpointError):
     """The chat-completions endpoint failed and retrying will not help."""
 
 
-class EndpointTimeout(EndpointError):
+class EndpointTimeout(EndpointError, _chat.EndpointTimeout):
     """The chat-completions endpoint did not answer within the timeout."""
 
 

@@ -14,13 +14,11 @@ import os
 from types import TracebackType
 from typing import Any, Self
 
-import anyio
-import httpx2
-
 from harness.errors import EndpointError, EndpointTimeout
 from harness.policy import tool_call
-from harness.retry import Backoff, retry_after_seconds
+from harness.retry import Backoff
 from harness.types import AssistantTurn, Message, ToolCall, ToolSpec, Usage
+from mcpgym._chat import ChatEndpoint
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -45,20 +43,18 @@ class OpenAIPolicy:
         backoff: Backoff | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):  # else every request fails and is retried for ages
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
-        self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self.backoff = backoff if backoff is not None else Backoff()
-        self.timeout = timeout
         self._body = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None}
         self._body.update(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        # Pool sized for many concurrent episodes; the rollout's concurrency is the real bound.
-        self._client = httpx2.AsyncClient(
-            headers=headers, timeout=timeout, limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64)
+        # The posting (retries, backoff, timeouts) is mcpgym's, shared with the LLM judge; our
+        # error classes are raised, so the harness's hierarchy stands.
+        self._endpoint = ChatEndpoint(
+            base_url, api_key=key, timeout=timeout, backoff=backoff, errors=(EndpointError, EndpointTimeout)
         )
+        self.url = self._endpoint.url
+        self.backoff = self._endpoint.backoff
+        self.timeout = timeout
 
     async def __call__(self, messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
         body = {"model": self.model, "messages": messages, **self._body}
@@ -67,32 +63,10 @@ class OpenAIPolicy:
         return parse_completion(await self._post(body))
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        for retry in range(self.backoff.attempts):
-            last = retry == self.backoff.attempts - 1
-            try:
-                response = await self._client.post(self.url, json=body)
-            except httpx2.ReadTimeout:
-                raise EndpointTimeout(
-                    f"{self.url} sent no response within {self.timeout:g}s (raise the timeout)"
-                ) from None
-            except httpx2.TransportError as exc:  # connect errors, dropped connections: the server may come back
-                if last:
-                    raise EndpointError(f"cannot reach {self.url}: {exc!r} (is the model server running?)") from exc
-                await anyio.sleep(self.backoff.delay(retry))
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if last:
-                    raise EndpointError(f"{self.url} kept failing: HTTP {response.status_code}: {_excerpt(response)}")
-                await anyio.sleep(self.backoff.delay(retry, retry_after_seconds(response.headers.get("retry-after"))))
-                continue
-            if response.status_code != 200:
-                status = response.status_code
-                raise EndpointError(f"{self.url} refused the request: HTTP {status}: {_excerpt(response)}")
-            return _json_object(response)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return await self._endpoint.post(body)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._endpoint.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -147,17 +121,3 @@ def _usage(usage: Any) -> Usage:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _json_object(response: httpx2.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        raise EndpointError(f"{response.url} answered with non-JSON: {_excerpt(response)}") from None
-    if not isinstance(body, dict):
-        raise EndpointError(f"{response.url} answered with JSON that is not an object: {_excerpt(response)}")
-    return body
-
-
-def _excerpt(response: httpx2.Response) -> str:
-    return response.text[:300]

@@ -41,6 +41,7 @@ from harness import target as targets
 from harness.policy import Policy, openai_tools
 from harness.progress import Progress
 from harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
+from mcpgym import RUBRIC_KEY, EpisodeState
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
 log = logging.getLogger("harness")
@@ -67,6 +68,9 @@ class _Episode:
     turns: list[Turn] = field(default_factory=list)
     done: bool = False
     truncated: bool = False
+    terminated: bool = False
+    final: EpisodeState | None = None
+    """The episode's state when the harness closed it to have its trajectory scored."""
     stop: StopReason = "error"
     waiting_on: Literal["environment", "policy"] = "environment"
     """What the episode was waiting on; a failure there may have broken the connection, or not."""
@@ -82,15 +86,27 @@ class _Episode:
             status="failed" if error else "ok",
             stop="error" if error else self.stop,
             error=_describe(error) if error else None,
-            reward=sum(t.reward for t in self.turns),
+            reward=sum(t.reward for t in self.turns) if self.final is None else self.final.total_reward,
             done=self.done,
             truncated=self.truncated,
+            terminated=self.terminated,
+            components=self.components(),
             turns=list(self.turns),
             messages=list(self.messages),
             usage=usage,
             started=self.started,
             duration=time.time() - self.started,
         )
+
+    def components(self) -> dict[str, float | None]:
+        if self.final is not None:
+            return dict(self.final.components)
+        sums: dict[str, float | None] = {}
+        for step in (s for t in self.turns for s in t.steps):
+            for name, value in step.components.items():
+                before = sums.get(name, 0.0)
+                sums[name] = None if before is None or value is None else before + value
+        return sums
 
 
 async def run_episode(
@@ -157,7 +173,10 @@ async def _play(
             episode.turns.append(Turn(assistant=reply, steps=steps))
         if episode.done or not reply.tool_calls:
             episode.stop = ("truncated" if episode.truncated else "done") if episode.done else "no_tool_calls"
-            return
+            break
+    if not episode.done and (first.info.get(RUBRIC_KEY) or {}).get("trajectory"):
+        # The agent stopped before the episode ended: closing it has the server score the trajectory.
+        episode.final = await env.close_episode()
 
 
 UNANSWERED = "Error: the episode failed before this call was answered; the environment may or may not have run it."
@@ -170,6 +189,7 @@ async def _step(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], episode: 
 def _answer(episode: _Episode, call: ToolCall, step: Step) -> Step:
     episode.done = episode.done or step.done
     episode.truncated = episode.truncated or step.truncated
+    episode.terminated = episode.terminated or step.terminated
     episode.messages.append({"role": "tool", "tool_call_id": call.id, "content": step.output})
     return step
 
@@ -200,6 +220,8 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
         reward=result.reward,
         done=result.done,
         truncated=result.truncated,
+        terminated=result.terminated,
+        components=result.components,
     )
 
 

@@ -85,6 +85,9 @@ class Step(_Frozen):
     reward: float = 0.0
     done: bool = False
     truncated: bool = False
+    terminated: bool = False
+    components: dict[str, float | None] = Field(default_factory=dict)
+    """The step's named reward components, when the environment has a rubric (rfcs/0007)."""
 
 
 class Turn(_Frozen):
@@ -112,9 +115,13 @@ class Trajectory(_Frozen):
     stop: StopReason = "error"
     error: str | None = None
     reward: float = 0.0
-    """Sum of the rewards of every step."""
+    """The episode's return: the sum of the rewards of every step, plus the trajectory score an
+    environment's rubric gave an episode closed before it finished (NaN: unscored)."""
     done: bool = False
     truncated: bool = False
+    terminated: bool = False
+    components: dict[str, float | None] = Field(default_factory=dict)
+    """The episode's sum of each rubric component (trajectory components once scored)."""
     turns: list[Turn] = Field(default_factory=list)
     messages: list[Message] = Field(default_factory=list)
     usage: Usage = Usage()

@@ -8,6 +8,7 @@ from typing import Any, Literal, cast
 import anyio
 
 import mcpgym
+from mcpgym import rubrics
 
 CLOSED: Tally[str] = Tally()
 """How many times close() ran per episode label (in-process, in-memory and HTTP doors)."""
@@ -102,3 +103,42 @@ class Sleepy(mcpgym.Environment):
         self.calls = getattr(self, "calls", 0) + 1
         self.reward(1.0)
         return self.calls
+
+
+GRADED_RUBRIC = rubrics.Rubric(
+    {
+        "correct": rubrics.progress("found"),
+        "brevity": rubrics.step_rubric(lambda step: -0.01 * len(str(step.arguments.get("text", "")))),
+        "well_formed": rubrics.step_rubric(lambda step: 0.0 if step.is_error else 1.0),
+        "own": rubrics.env_reward(),
+        "solved": rubrics.final("found"),
+    },
+    weights={"brevity": 0.5, "solved": 2.0},
+    gates=["well_formed"],
+)
+
+
+class Graded(mcpgym.Environment):
+    """Find the hidden word; a rubric scores progress, brevity, format and the final result."""
+
+    max_steps = 8
+    rubric = GRADED_RUBRIC
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
+        self.target = "orbit"
+        return f"find a {len(self.target)}-letter word"
+
+    @mcpgym.tool
+    async def guess(self, text: str) -> str:
+        """Guess; says how much of the word the guess holds."""
+        found = sum(1 for a, b in zip(text, self.target, strict=False) if a == b) / len(self.target)
+        self.signal("found", found)
+        self.reward(0.25)
+        if text == self.target:
+            self.finish()
+        return f"{found:.0%}"
+
+    @mcpgym.tool
+    async def broken(self) -> str:
+        """Always fails."""
+        raise mcpgym.ToolError("broken on purpose")

@@ -17,6 +17,7 @@ EXPORTED = {
     "EPISODE_HEADER",
     "EPISODE_KEY",
     "STEP_KEY",
+    "RUBRIC_KEY",
     "Action",
     "AsyncEnv",
     "CallToolAction",

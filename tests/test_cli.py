@@ -22,7 +22,7 @@ def test_help_names_every_command_and_target_kind() -> None:
     assert out.returncode == 0
     for word in ("serve", "tools", "call", "check", "http://127.0.0.1:8000/mcp", "python -m servers.echo"):
         assert word in out.stdout
-    for command in ("serve", "tools", "call", "check"):
+    for command in ("serve", "tools", "call", "check", "rescore"):
         assert _run(command, "--help").returncode == 0
 
 
@@ -39,7 +39,7 @@ def test_call_prints_the_result_and_reward() -> None:
     out = _run("call", "servers.echo:Echo", "echo_message", '{"message": "orbit"}', "--seed", "0")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["content"][0]["text"] == "orbit"
-    assert "reward=1.0 done=True" in out.stderr
+    assert "reward=1.0 done=True terminated=True truncated=False" in out.stderr
 
 
 @pytest.mark.parametrize(

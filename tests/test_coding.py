@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -308,3 +309,31 @@ async def test_an_agent_that_never_resets_can_read_its_task() -> None:
         brief = await agent.call_tool("get_task", {})
         assert brief.structured_content is not None
         assert "def " in brief.structured_content["prompt"] and "check(" not in json.dumps(brief.structured_content)
+
+
+@pytest.mark.anyio
+async def test_a_rubric_scores_partial_credit_length_and_the_hack_gate(task_file: Path) -> None:
+    from mcpgym._scoring import EpisodeScore
+    from servers.coding import CORRECT_AND_CONCISE, GradedCoding
+
+    almost = "def add(a, b):\n    return 4 if a == 2 else a + b + (a == 1)"  # 2 of the 3 asserts
+    graded = functools.partial(GradedCoding, tasks=load_tasks(task_file), sandbox=SANDBOX)
+    async with mcpgym.connect(graded) as env:
+        await env.reset(seed=0)
+        result = await env.call_tool("submit", {"code": almost})
+    assert result.components == {"tests_passed": pytest.approx(2 / 3), "length": 0.0, "clean": 1.0}
+    assert result.reward == pytest.approx(2 / 3) and result.terminated
+
+    padded = almost + "\n# " + "x" * 1200  # 600 characters over the budget: the full 0.2 off
+    async with mcpgym.connect(graded) as env:
+        await env.reset(seed=0)
+        result = await env.call_tool("submit", {"code": padded})
+    assert result.components["length"] == -1.0 and result.reward == pytest.approx(2 / 3 - 0.2)
+
+    # The hack gate: a fired `hack.*` signal zeroes the episode, whatever the tests say.
+    for signals, expected in (({}, 1.0), ({"hack.edited_tests": 1.0}, 0.0)):
+        score = EpisodeScore(CORRECT_AND_CONCISE, None)
+        submitted = {"tests_passed": 1.0, "code_chars": 10, **signals}
+        score.step("submit", {}, result.observation, 1.0, submitted, 1, True, False)
+        _, values = await score.finish("GradedCoding", 0, True, False)
+        assert (score.total, values["clean"]) == (expected, expected)

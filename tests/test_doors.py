@@ -10,7 +10,7 @@ import pytest
 import mcpgym
 from mcpgym.testing import Script, assert_doors_agree, transcript
 from servers.echo import Echo
-from tests.envs import Counter
+from tests.envs import Counter, Graded
 
 pytestmark = pytest.mark.anyio
 
@@ -38,10 +38,25 @@ COUNTER_SCRIPT: Script = [
 ]
 
 
-@pytest.mark.parametrize(("env_cls", "script"), [(Echo, ECHO_SCRIPT), (Counter, COUNTER_SCRIPT)])
+GRADED_UNFINISHED: Script = [("guess", {"text": "or"})]  # scored on close
+
+GRADED_SCRIPT: Script = [
+    ("guess", {"text": "xyz"}),  # nothing found: a well-formed step with a brevity cost
+    ("guess", {"text": "o"}),  # one letter: progress shaping
+    ("broken", {}),  # an error result: the format gate zeroes this step
+    ("guess", {"text": "o"}),  # the same again: no progress earned twice
+    ("guess", {"text": "orbit"}),  # solved: the trajectory component arrives on this step
+    ("guess", {"text": "again"}),  # after done
+]
+
+
+@pytest.mark.parametrize(
+    ("env_cls", "script"),
+    [(Echo, ECHO_SCRIPT), (Counter, COUNTER_SCRIPT), (Graded, GRADED_SCRIPT), (Graded, GRADED_UNFINISHED)],
+)
 async def test_every_door_gives_the_same_episode(env_cls: type[mcpgym.Environment], script: Script) -> None:
     reference = await assert_doors_agree(env_cls, script, seed=0)
-    assert len(reference) == len(script) + 3  # reset, tools, one row per call, state
+    assert len(reference) == len(script) + 4  # reset, tools, one row per call, state, closed
 
 
 class Drifting(Counter):
@@ -82,7 +97,7 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
     assert steps[7][3:5] == (0.0, False)
     assert steps[8][3:5] == (1.0, True)
     assert steps[9][2]["is_error"] is True and steps[9][4] is True and steps[9][3] == 0.0
-    assert t[-1][1] == {
+    assert t[-2][1] == {
         "environment": "Echo",
         "step_count": 6,
         "total_reward": 1.0,
@@ -90,7 +105,10 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
         "truncated": False,
         "seed": 0,
         "info": {},
+        "terminated": True,  # Echo's episode ends on its own terms
+        "components": {},  # no rubric: no components
     }
+    assert t[-1] == ("closed", t[-2][1])
 
 
 async def test_counter_transcript_covers_failures_and_truncation() -> None:
@@ -104,4 +122,5 @@ async def test_counter_transcript_covers_failures_and_truncation() -> None:
     assert "does not match its output schema" in t[7][2]["content"][0]["text"]
     assert t[8][2]["is_error"] and "kind" in t[8][2]["content"][0]["text"]
     assert t[8][4:6] == (True, True)  # done and truncated at max_steps
+    assert t[8][7] is False  # truncated, not terminated: a value bootstrap goes on from here
     assert t[9][2]["is_error"] and "over" in t[9][2]["content"][0]["text"]

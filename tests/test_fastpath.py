@@ -188,18 +188,30 @@ def test_a_trusted_result_is_its_own_object_and_takes_a_meta_stamp() -> None:
 
 
 @pytest.mark.parametrize(
-    ("result", "reward", "done", "truncated", "step"),
+    ("result", "reward", "done", "truncated", "step", "components"),
     [
-        (Texts.__mcpgym_tools__["typed"].convert("hi"), 0.0, False, False, 1),
-        (types.CallToolResult(content=[], is_error=True), 1.5, True, True, 8),
+        (Texts.__mcpgym_tools__["typed"].convert("hi"), 0.0, False, False, 1, None),
+        (types.CallToolResult(content=[], is_error=True), 1.5, True, True, 8, None),
+        (types.CallToolResult(content=[]), 2.0, True, False, 3, {"correct": 1.0, "judge": None}),
     ],
 )
 def test_step_results_equal_validated_ones_and_stay_frozen(
-    result: types.CallToolResult, reward: float, done: bool, truncated: bool, step: int
+    result: types.CallToolResult,
+    reward: float,
+    done: bool,
+    truncated: bool,
+    step: int,
+    components: dict[str, float | None] | None,
 ) -> None:
-    ours = tool_step(result, reward, done, truncated, step)
+    ours = tool_step(result, reward, done, truncated, step, components)
     validated = StepResult[types.CallToolResult](
-        observation=result, reward=reward, done=done, truncated=truncated, info={"step": step}
+        observation=result,
+        reward=reward,
+        done=done,
+        truncated=truncated,
+        info={"step": step},
+        terminated=done and not truncated,
+        components=components or {},
     )
     assert ours == validated and dumps(ours) == dumps(validated)
     assert (ours.text, ours.is_error) == (validated.text, validated.is_error)

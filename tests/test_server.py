@@ -52,7 +52,8 @@ async def test_plain_agent_without_reset_gets_an_implicit_episode_with_rewards()
     async with Client(server.mcp, mode="legacy") as client:
         first = await client.call_tool("add", {"n": 10})
         second = await client.call_tool("add", {"n": 5})
-        assert _step_meta(first) == {"reward": 1.0, "done": False, "truncated": False, "step": 1}
+        stamp = {"v": 2, "reward": 1.0, "done": False, "terminated": False, "truncated": False, "step": 1}
+        assert _step_meta(first) == stamp
         assert _step_meta(second)["step"] == 2  # the same episode across calls
         assert first.structured_content is not None
         assert second.structured_content == {"result": first.structured_content["result"] + 5}

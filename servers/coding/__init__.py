@@ -8,8 +8,20 @@ Each episode is one task. Tools: `run_python` (a persistent sandboxed REPL), `wr
     python -m servers.coding --http --port 8000
 """
 
-from servers.coding._environment import Coding
+from servers.coding._environment import Coding, GradedCoding
+from servers.coding._rubrics import CORRECT_AND_CONCISE, PARTIAL_CREDIT
 from servers.coding._sandbox import Limits, Protections, Sandbox
 from servers.coding._tasks import Task, TaskFileError, load_tasks
 
-__all__ = ["Coding", "Limits", "Protections", "Sandbox", "Task", "TaskFileError", "load_tasks"]
+__all__ = [
+    "CORRECT_AND_CONCISE",
+    "PARTIAL_CREDIT",
+    "Coding",
+    "GradedCoding",
+    "Limits",
+    "Protections",
+    "Sandbox",
+    "Task",
+    "TaskFileError",
+    "load_tasks",
+]

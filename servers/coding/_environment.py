@@ -14,8 +14,10 @@ import anyio
 from pydantic import Field
 
 import mcpgym
+import mcpgym.rubrics
 from servers.coding import _scratch as scratch
 from servers.coding._interpreter import Interpreter, grade
+from servers.coding._rubrics import CORRECT_AND_CONCISE
 from servers.coding._sandbox import Sandbox
 from servers.coding._tasks import Task, humaneval_path, load_tasks
 from servers.coding._workspace import Workspace, WorkspaceError
@@ -49,10 +51,13 @@ class Coding(mcpgym.Environment):
         tasks: Mapping[str, Task] | None = None,
         sandbox: Sandbox | None = None,
         partial_credit: bool = False,
+        rubric: mcpgym.rubrics.Rubric | None = None,
     ) -> None:
         self.tasks = tasks if tasks is not None else humaneval_tasks()
         self.sandbox = sandbox if sandbox is not None else default_sandbox()
         self.partial_credit = partial_credit
+        if rubric is not None:  # else the class's (None: the reward is what submit gives)
+            self.rubric = rubric
         self.task: Task | None = None
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
@@ -154,6 +159,12 @@ class Coding(mcpgym.Environment):
         if code is None:
             code, _ = self._files().read("solution.py")
         verdict = await grade(self.sandbox, task, code, partial=self.partial_credit)
+        # Named facts for a rubric (servers/coding/_rubrics.py); without one, the reward is the verdict's.
+        self.signal("tests_passed", verdict.reward)
+        self.signal("all_passed", 1.0 if verdict.reward == 1.0 else 0.0)
+        self.signal("code_chars", len(code))
+        # Hook for reward-hacking checks: report each one that fires as `hack.<name>` = 1.0 here;
+        # the rubrics' `clean` gate then zeroes the episode.
         self.finish(reward=verdict.reward)
         return verdict.summary
 
@@ -182,3 +193,16 @@ class Coding(mcpgym.Environment):
         self._current_task()
         assert self._workspace is not None
         return self._workspace
+
+
+class GradedCoding(Coding):
+    """`Coding` scored by a rubric: the fraction of hidden asserts passed, minus a penalty for
+    code far over 600 characters, gated on no reward-hacking check firing (servers.coding's
+    CORRECT_AND_CONCISE). Serve with `mcpgym serve servers.coding:GradedCoding`."""
+
+    rubric = CORRECT_AND_CONCISE
+
+    def __init__(
+        self, tasks: Mapping[str, Task] | None = None, sandbox: Sandbox | None = None, partial_credit: bool = True
+    ) -> None:
+        super().__init__(tasks, sandbox, partial_credit)

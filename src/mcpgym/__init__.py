@@ -12,7 +12,7 @@ from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._process import ServerProcess
-from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
+from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
 from mcpgym._spec import RunSpec, SpecError, load_spec
@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "EPISODE_HEADER",
     "EPISODE_KEY",
+    "RUBRIC_KEY",
     "STEP_KEY",
     "Action",
     "AsyncEnv",

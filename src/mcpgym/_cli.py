@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from mcpgym import _rescore
 from mcpgym._check import check_environment
 from mcpgym._commands import command_owner, register_all
 from mcpgym._connect import connect, load_environment
@@ -206,6 +207,7 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     )
     init.add_argument("--namespace", default="io.github.example", help="MCP registry namespace (%(default)s)")
     _wrap_command(sub)
+    _rescore.register(sub)
     register_all(sub)  # rollout, harness, ...: added by the packages built on mcpgym (entry points)
     for command, values in (defaults or {}).items():  # a run spec's settings, under the flags given
         sub.choices[command].set_defaults(**values)
@@ -305,7 +307,9 @@ async def _call(args: argparse.Namespace) -> int:
         result = await env.call_tool(args.tool, arguments)
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
     print(json.dumps(body, indent=2))
-    print(f"reward={result.reward} done={result.done} truncated={result.truncated}", file=sys.stderr)
+    flags = f"done={result.done} terminated={result.terminated} truncated={result.truncated}"
+    components = f" components={json.dumps(result.components)}" if result.components else ""
+    print(f"reward={result.reward} {flags}{components}", file=sys.stderr)
     return 1 if result.is_error else 0
 
 
@@ -333,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(anyio.run(_call, args))
         elif args.command == "init":
             sys.exit(_init(args))
+        elif args.command == "rescore":
+            sys.exit(_rescore.command(args))
         elif args.command == "check":
             problems = check_environment(_load(args.env), raise_on_error=False)
             for problem in problems:
@@ -343,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"mcpgym: {exc.message}")
     except SpecError as exc:
         sys.exit(f"mcpgym: {exc}")
-    except (ImportError, AttributeError, TypeError) as exc:  # a target that cannot be loaded
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:  # a target that cannot be loaded
         sys.exit(f"mcpgym: {exc}")
 
 

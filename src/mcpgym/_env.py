@@ -61,11 +61,14 @@ class AsyncEnv(abc.ABC):
         """Episode id, step count, cumulative reward, done flags of the current episode."""
         return await self._state(self._current())
 
-    async def close_episode(self) -> None:
-        """End the current episode now (the server frees it; `reset()` starts another)."""
-        if self.episode_id is not None:
-            episode_id, self.episode_id = self.episode_id, None
-            await self._close(episode_id)
+    async def close_episode(self) -> EpisodeState | None:
+        """End the current episode now (the server frees it; `reset()` starts another). Returns
+        its final state: with a trajectory rubric, its return includes the score the episode got
+        on closing (rfcs/0007-rewards.md); None when no episode was live (or an older server)."""
+        if self.episode_id is None:
+            return None
+        episode_id, self.episode_id = self.episode_id, None
+        return await self._close(episode_id)
 
     async def aclose(self) -> None:
         """Close the episode and the connection."""
@@ -105,4 +108,4 @@ class AsyncEnv(abc.ABC):
     @abc.abstractmethod
     async def _state(self, episode_id: str) -> EpisodeState: ...
     @abc.abstractmethod
-    async def _close(self, episode_id: str) -> None: ...
+    async def _close(self, episode_id: str) -> EpisodeState | None: ...

@@ -8,6 +8,10 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
   `x` to this step's reward and `self.finish(reward=None)` ends the episode after this step,
   optionally with a final reward. A tool's return value is its observation, converted to MCP
   content exactly as the MCP SDK converts tool results.
+- `self.signal(name, value)` reports a named fact about this step (tests passed, a hack
+  detected) for the environment's `rubric` (class attribute or set in `__init__`), which then
+  makes the reward from named components (`mcpgym.rubrics`, rfcs/0007-rewards.md). Without a
+  rubric the reward is what `reward()` / `finish()` gave.
 - `max_steps` (class attribute) truncates an episode after that many tool calls.
 - `self.rng` is a `random.Random` seeded from `reset(seed=...)` before `reset` runs.
 - `close()` releases resources; mcpgym calls it exactly once per instance.
@@ -30,6 +34,7 @@ from typing import Any, ClassVar, TypeVar
 
 from mcpgym._host import Host, Release
 from mcpgym._tools import ToolSpec, collect_tools
+from mcpgym.rubrics._core import Rubric
 
 T = TypeVar("T")
 
@@ -40,6 +45,7 @@ class StepLedger:
 
     reward: float = 0.0
     finished: bool = False
+    signals: dict[str, Any] | None = None
     stranded: bool = False
     """The call timed out in a worker thread that cannot be stopped: the episode must end."""
 
@@ -67,6 +73,10 @@ class Environment:
 
     __mcpgym_tools__: ClassVar[dict[str, ToolSpec]] = {}
 
+    rubric: Rubric | None = None
+    """Scores every episode from named components (`mcpgym.rubrics`); None: the reward is what
+    the tools' `reward()` / `finish()` calls add up to."""
+
     rng: random.Random
 
     host: Host | None = None
@@ -79,6 +89,7 @@ class Environment:
         super().__init_subclass__(**kwargs)
         # Built at class creation so a bad signature fails where it is written, not at serve time.
         cls.__mcpgym_tools__ = collect_tools(cls)
+        _check_rubric(cls.rubric, cls.__name__)
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Start an episode and return its first observation. Override; the default returns None."""
@@ -110,12 +121,25 @@ class Environment:
         """Add `value` to the reward of the current tool call."""
         _ledger().reward += _finite(value)
 
+    def signal(self, name: str, value: Any) -> None:
+        """Report a named, JSON-compatible fact about the current tool call (e.g. the fraction
+        of hidden tests passed) for the rubric to score; recorded, never shown to the agent."""
+        ledger = _ledger()
+        if ledger.signals is None:
+            ledger.signals = {}
+        ledger.signals[name] = value
+
     def finish(self, reward: float | None = None) -> None:
         """End the episode after the current tool call, optionally adding a final reward."""
         ledger = _ledger()
         ledger.finished = True
         if reward is not None:
             ledger.reward += _finite(reward)
+
+
+def _check_rubric(rubric: object, owner: str) -> None:
+    if rubric is not None and not isinstance(rubric, Rubric):
+        raise TypeError(f"{owner}.rubric must be an mcpgym.rubrics.Rubric or None, not {type(rubric).__name__}")
 
 
 def _ledger() -> StepLedger:

@@ -25,10 +25,12 @@ from pydantic import ValidationError
 from mcpgym._environment import LEDGER, Environment, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._host import Host
-from mcpgym._protocol import STEP_KEY, ResetResult
+from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
+from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
 from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym.rubrics._core import Rubric
 
 logger = logging.getLogger("mcpgym")
 
@@ -108,6 +110,10 @@ class Episode:
         self.seed: int | None = None
         self.last_active = time.monotonic()
         self.closed = False
+        self.score: EpisodeScore | None = None
+        """The rubric's state when the environment has one (set by `start`)."""
+        self.final: EpisodeState | None = None
+        """The state as the episode closed (its return includes a trajectory score made then)."""
         self._turns = Turns()
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
@@ -119,10 +125,17 @@ class Episode:
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
+        info: dict[str, Any] = {}
+        if (rubric := self.env.rubric) is not None:
+            if not isinstance(rubric, Rubric):  # set by a constructor (a class attribute is checked at definition)
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.rubric is not an mcpgym.rubrics.Rubric")
+            self.score = EpisodeScore(rubric, jsonable)
+            trajectory = [name for name, _, _ in rubric.trajectory_parts]
+            info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
             self._log.reset(jsonable)
-        return ResetResult(observation=jsonable)
+        return ResetResult(observation=jsonable, info=info)
 
     @property
     def busy(self) -> bool:
@@ -138,18 +151,31 @@ class Episode:
             episode_id=self.id,
             environment=type(self.env).__name__,
             step_count=self.step_count,
-            total_reward=self.total_reward,
+            total_reward=self.total_reward if self.score is None else self.score.total,
             done=self.done,
             truncated=self.truncated,
             seed=self.seed,
             info=info,
+            terminated=self.done and not self.truncated,
+            components={} if self.score is None else dict(self.score.components),
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
         step = await self.step(name, arguments)
         result = step.observation  # always this step's own object (see _convert), so stamp it in place
-        stamp = {"reward": step.reward, "done": step.done, "truncated": step.truncated, "step": step.info["step"]}
+        stamp = {
+            "v": STEP_VERSION,
+            "reward": step.reward,
+            "done": step.done,
+            "terminated": step.terminated,
+            "truncated": step.truncated,
+            "step": step.info["step"],
+        }
+        if step.components:
+            stamp["components"] = step.components
+        if stamp["reward"] != stamp["reward"]:  # NaN: unscored. JSON has no NaN: null says it.
+            stamp["reward"] = None
         result.meta = {**(result.meta or {}), STEP_KEY: stamp}
         return result
 
@@ -166,6 +192,7 @@ class Episode:
                 raise unknown_episode()
             arguments = arguments or {}
             started = time.time() if self._log is not None else 0.0  # wall time only for the record
+            ledger = _OVER
             if self.done:
                 over = _error("The episode is over; start a new one with reset().")
                 outcome = tool_step(over, 0.0, True, self.truncated, self.step_count)
@@ -197,12 +224,12 @@ class Episode:
                 finally:
                     LEDGER.reset(token)
                     self.last_active = time.monotonic()
-                outcome = self._account(result, ledger)
+                outcome = self._account(result, ledger, name, arguments)
+            if self.score is not None and self.done and not self.score.finished:
+                outcome = await self._finish_scoring(outcome)
             if self._log is not None:
-                done, truncated, number = outcome.done, outcome.truncated, outcome.info["step"]
-                self._log.step(
-                    name, arguments, outcome.observation, outcome.reward, done, truncated, number, started=started
-                )
+                own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
+                self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
             return outcome
         finally:
             self._turns.release()
@@ -226,16 +253,41 @@ class Episode:
             "so the episode ends"
         )
 
-    def _account(self, result: types.CallToolResult, ledger: StepLedger) -> ToolStep:
+    def _account(
+        self, result: types.CallToolResult, ledger: StepLedger, name: str, arguments: dict[str, Any]
+    ) -> ToolStep:
         self.step_count += 1
-        self.total_reward += ledger.reward
         if ledger.stranded:
             self.done = self.truncated = True
         elif ledger.finished:
             self.done = True
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
-        return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+        if self.score is None:
+            self.total_reward += ledger.reward
+            return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+        # With a rubric, the environment's own reward is one of the rubric's inputs.
+        terminated = self.done and not self.truncated
+        reward, components = self.score.step(
+            name, arguments, result, ledger.reward, ledger.signals, self.step_count, terminated, self.truncated
+        )
+        self.total_reward = self.score.total
+        return tool_step(result, reward, self.done, self.truncated, self.step_count, components)
+
+    async def _finish_scoring(self, last: ToolStep) -> ToolStep:
+        """The last step also carries the trajectory components (awaited here: the final
+        result waits for a judge)."""
+        assert self.score is not None
+        added, final = await self.score.finish(type(self.env).__name__, self.seed, last.terminated, last.truncated)
+        self.total_reward = self.score.total
+        components = {**last.components, **final}
+        return tool_step(last.observation, last.reward + added, last.done, last.truncated, self.step_count, components)
+
+    def _final_state(self) -> EpisodeState | None:
+        try:
+            return self.state()
+        except MCPError:
+            return None  # state_info raised: the close goes on without a final state
 
     async def close(self) -> None:
         """Release the environment: idempotent; `env.close()` runs once, after a running step
@@ -251,18 +303,28 @@ class Episode:
                     await self._turns.wait()
                 waited = True
             try:
+                if self.score is not None and not self.score.finished:
+                    await self.score.finish_on_close(type(self.env).__name__, self.seed, self.truncated)
+                    self.total_reward = self.score.total
+                self.final = self._final_state()
                 if self._log is not None:
-                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
+                    components = None if self.score is None else self.score.components
+                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
                 if self.owns_env:
-                    with anyio.move_on_after(_CLOSE_WAIT):
-                        await _run_user(self.env.close)
-                    await _release_held(self.env)
+                    try:
+                        with anyio.move_on_after(_CLOSE_WAIT):
+                            await _run_user(self.env.close)
+                    finally:
+                        await _release_held(self.env)  # even when close() raised
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
             finally:
                 if waited:
                     self._turns.release()
 
+
+_OVER = StepLedger()
+"""The (empty) ledger of a call made after the episode ended: no tool ran."""
 
 _CLOSE_WAIT = 30.0
 """Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""

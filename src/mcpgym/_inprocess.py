@@ -82,9 +82,12 @@ class InProcessEnv(AsyncEnv):
     async def _state(self, episode_id: str) -> EpisodeState:
         return self._get(episode_id).state()
 
-    async def _close(self, episode_id: str) -> None:
-        if self._episode is not None and self._episode.id == episode_id:
-            await self._drop_episode()
+    async def _close(self, episode_id: str) -> EpisodeState | None:
+        episode = self._episode
+        if episode is None or episode.id != episode_id:
+            return None
+        await self._drop_episode()
+        return episode.final
 
     async def _drop_episode(self) -> None:
         episode, self._episode = self._episode, None

@@ -29,6 +29,7 @@ from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
     CloseRequest,
+    CloseResult,
     EpisodeParams,
     ResetParams,
     ResetRequest,
@@ -157,7 +158,7 @@ class MCPEnv(AsyncEnv):
             result = result.model_copy(update={"meta": own_meta})
         if stamp is None:  # not an mcpgym server: a plain tool result, no reward
             return tool_step(result, 0.0, False, False, 0)
-        return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step)
+        return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step, stamp.components or None)
 
     async def _list_tools(self) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -175,8 +176,8 @@ class MCPEnv(AsyncEnv):
         request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         return (await self.client.session.send_request(request, StateResult)).state
 
-    async def _close(self, episode_id: str) -> None:
+    async def _close(self, episode_id: str) -> EpisodeState | None:
         if self._plain:
-            return
+            return None
         request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        await self.client.session.send_request(request, types.EmptyResult)
+        return (await self.client.session.send_request(request, CloseResult)).state

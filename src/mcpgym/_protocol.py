@@ -7,8 +7,12 @@ the way it does.
 - Every request that belongs to an episode carries its id in `params._meta[EPISODE_KEY]`
   (and, over HTTP, in the `EPISODE_HEADER` header so a router can hash on it). The client
   mints the id before its first request, so the id is routable from the first byte.
-- Every `tools/call` result carries `_meta[STEP_KEY] = {"reward", "done", "truncated", "step"}`.
-  Ordinary MCP clients ignore it.
+- Every `tools/call` result carries `_meta[STEP_KEY] = {"v", "reward", "done", "terminated",
+  "truncated", "step"}`, plus `"components"` (named reward parts) when the environment has a
+  rubric (rfcs/0007-rewards.md). `v` is `STEP_VERSION`; keys are only ever added, and readers
+  default what an older stamp lacks (no `v`: version 1, before `terminated`, which then reads
+  as `done and not truncated`). `reward` is null when the step is unscored (a judge failed).
+  Ordinary MCP clients ignore the stamp.
 - The Gym control plane is three extension request methods (`mcpgym/reset`, `mcpgym/state`,
   `mcpgym/close`). They are not tools, so they never appear in `tools/list` and an agent
   cannot call them through `tools/call`.
@@ -21,9 +25,9 @@ import secrets
 from typing import Any, Final, Literal, cast
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mcpgym._types import EpisodeState, JSONValue
+from mcpgym._types import Components, EpisodeState, JSONValue, Score
 
 EXTENSION_ID: Final = "io.mcpgym/gym"
 """Advertised under `capabilities.extensions`; its settings name the control-plane methods."""
@@ -31,6 +35,11 @@ EXTENSION_ID: Final = "io.mcpgym/gym"
 EPISODE_KEY: Final = "io.mcpgym/episode"
 STEP_KEY: Final = "io.mcpgym/step"
 EPISODE_HEADER: Final = "Mcpgym-Episode"
+STEP_VERSION: Final = 2
+"""The step stamp's layout version: 2 added `terminated` and `components` (rfcs/0007-rewards.md)."""
+RUBRIC_KEY: Final = "io.mcpgym/rubric"
+"""In `reset`'s `info` when the environment has a rubric: `{"components": [...], "trajectory":
+[...]}`, the names of its components and of those scored only when the episode ends."""
 
 RESET_METHOD: Final = "mcpgym/reset"
 STATE_METHOD: Final = "mcpgym/state"
@@ -75,6 +84,14 @@ class StateResult(types.Result):
     state: EpisodeState
 
 
+class CloseResult(types.Result):
+    """What `mcpgym/close` answers: the episode's final state (its return including a
+    trajectory score made at close), or None when there was no such live episode. Older
+    clients read it as an empty result."""
+
+    state: EpisodeState | None = None
+
+
 class ResetRequest(types.Request[ResetParams, Literal["mcpgym/reset"]]):
     method: Literal["mcpgym/reset"] = "mcpgym/reset"
     params: ResetParams
@@ -95,10 +112,20 @@ class StepMeta(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    reward: float = 0.0
+    v: int = 1
+    reward: Score = 0.0
     done: bool = False
     truncated: bool = False
     step: int = 0
+    terminated: bool = False
+    components: Components = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_terminated(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "terminated" not in data:
+            return {**data, "terminated": bool(data.get("done")) and not data.get("truncated")}
+        return data
 
 
 def split_meta(meta: dict[str, Any] | None) -> tuple[StepMeta | None, dict[str, Any] | None]:

@@ -22,6 +22,7 @@ from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
 from mcpgym._host import Host
 from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
+from mcpgym._types import EpisodeState
 
 EnvFactory = Callable[[], Environment]
 
@@ -118,11 +119,13 @@ class EpisodeRegistry:
             raise
         return episode
 
-    async def close(self, episode_id: str, owner: str | None = None) -> None:
-        """Close `episode_id` if it is live and this caller's (else: nothing to do)."""
+    async def close(self, episode_id: str, owner: str | None = None) -> EpisodeState | None:
+        """Close `episode_id` if it is live and this caller's (else: nothing to do); its final state."""
         episode = self.get(episode_id, owner, missing_ok=True)
-        if episode is not None:
-            await self._retire(episode)
+        if episode is None:
+            return None
+        await self._retire(episode)
+        return episode.final
 
     async def close_all(self) -> None:
         async with anyio.create_task_group() as tg:

@@ -36,6 +36,7 @@ from mcpgym._protocol import (
     EXTENSION_ID,
     RESET_METHOD,
     STATE_METHOD,
+    CloseResult,
     EpisodeParams,
     ResetParams,
     ResetResult,
@@ -78,9 +79,8 @@ class GymExtension(Extension):
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
         return StateResult(state=self.registry.get(require_episode_id(ctx), session_of(ctx)).state())
 
-    async def _close(self, ctx: Ctx, params: EpisodeParams) -> types.EmptyResult:
-        await self.registry.close(require_episode_id(ctx), session_of(ctx))
-        return types.EmptyResult()
+    async def _close(self, ctx: Ctx, params: EpisodeParams) -> CloseResult:
+        return CloseResult(state=await self.registry.close(require_episode_id(ctx), session_of(ctx)))
 
 
 class GymServer:

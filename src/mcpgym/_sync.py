@@ -71,8 +71,8 @@ class SyncEnv(AbstractContextManager["SyncEnv"]):
     def state(self) -> EpisodeState:
         return self.portal.call(self.env.state)
 
-    def close_episode(self) -> None:
-        self.portal.call(self.env.close_episode)
+    def close_episode(self) -> EpisodeState | None:
+        return self.portal.call(self.env.close_episode)
 
 
 def connect_sync(target: Target, **options: Any) -> SyncEnv:

@@ -6,16 +6,29 @@ Imports nothing else from mcpgym.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+import math
+from typing import Annotated, Any, Generic, TypeVar
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 JSONValue = JsonValue
 """Anything JSON can carry: what `reset()` observations and tool arguments are made of."""
 
 ObsT = TypeVar("ObsT")
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _none_is_nan(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+Score = Annotated[float, BeforeValidator(_none_is_nan)]
+"""A reward: NaN means unscored (a judge or rubric that failed; never 0). JSON has no NaN, so
+it travels as null, and null reads back as NaN."""
+
+Components = dict[str, float | None]
+"""Named reward components (rfcs/0007-rewards.md); None: a component that could not score."""
 
 
 class _Frozen(BaseModel):
@@ -41,15 +54,20 @@ class StepResult(_Frozen, Generic[ObsT]):
 
     `observation` is the environment's first observation after `reset()`, the MCP
     `CallToolResult` after a `CallToolAction`, and the list of `Tool`s after a
-    `ListToolsAction`. `reward` is what this step earned; `done` ends the episode
-    (`truncated` says it ended on a step limit rather than on the task's own terms).
+    `ListToolsAction`. `reward` is what this step earned (NaN: unscored). As in Gymnasium,
+    `terminated` says the episode ended on the task's own terms (a value bootstrap should stop
+    here) and `truncated` that it was cut short (a step limit, a stranded tool: bootstrap from
+    the last state); `done` is their OR. `components` names the parts of `reward` when the
+    environment has a rubric (rfcs/0007-rewards.md), trajectory components on the last step.
     """
 
     observation: ObsT
-    reward: float = 0.0
+    reward: Score = 0.0
     done: bool = False
     truncated: bool = False
     info: dict[str, Any] = Field(default_factory=dict)
+    terminated: bool = False
+    components: Components = Field(default_factory=dict)
 
     @property
     def is_error(self) -> bool:
@@ -70,12 +88,16 @@ class EpisodeState(_Frozen):
     episode_id: str
     environment: str
     step_count: int = 0
-    total_reward: float = 0.0
+    total_reward: Score = 0.0
+    """The episode's return so far (with a rubric: including its trajectory score once scored)."""
     done: bool = False
     truncated: bool = False
     seed: int | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     """What the environment's `state_info()` reports (e.g. which sandbox protections are active)."""
+    terminated: bool = False
+    components: Components = Field(default_factory=dict)
+    """The episode's sum of each rubric component so far (trajectory components once scored)."""
 
 
 # The slots every BaseModel instance carries, set through their descriptors (what
@@ -110,14 +132,34 @@ ToolStep = StepResult[types.CallToolResult]
 """What a tool call's step returns."""
 
 
-def tool_step(result: types.CallToolResult, reward: float, done: bool, truncated: bool, step: int) -> ToolStep:
+def tool_step(
+    result: types.CallToolResult,
+    reward: float,
+    done: bool,
+    truncated: bool,
+    step: int,
+    components: Components | None = None,
+) -> ToolStep:
     """A tool call's `StepResult`, from exactly typed values (a `float` reward, `bool` flags, the
-    episode's step number): `trusted`, spelled out, since every step of every door builds one."""
+    episode's step number): `trusted`, spelled out, since every step of every door builds one.
+    `terminated` is `done and not truncated`: the core never sets both."""
     obj = _new(ToolStep)
     _set_dict(
-        obj, {"observation": result, "reward": reward, "done": done, "truncated": truncated, "info": {"step": step}}
+        obj,
+        {
+            "observation": result,
+            "reward": reward,
+            "done": done,
+            "truncated": truncated,
+            "info": {"step": step},
+            "terminated": done and not truncated,
+            "components": {} if components is None else components,
+        },
     )
-    _set_fields_set(obj, {"observation", "reward", "done", "truncated", "info"})
+    _set_fields_set(obj, _TOOL_STEP_FIELDS)
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
+
+
+_TOOL_STEP_FIELDS = {"observation", "reward", "done", "truncated", "info", "terminated", "components"}

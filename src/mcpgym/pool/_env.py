@@ -245,8 +245,8 @@ class PoolEnv(AsyncEnv):
         with self._truncating(episode_id, replica), self._on_replica(replica):
             return await link.env._state(episode_id)
 
-    async def _close(self, episode_id: str) -> None:
-        await self._forget(episode_id, closed=False)
+    async def _close(self, episode_id: str) -> EpisodeState | None:
+        return await self._forget(episode_id, closed=False)
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -276,7 +276,7 @@ class PoolEnv(AsyncEnv):
         message = f"Episode {episode_id} was {reason}. Call reset() to start a new episode on a live replica."
         raise MCPError(CONNECTION_CLOSED, message)
 
-    async def _forget(self, episode_id: str, *, closed: bool) -> None:
+    async def _forget(self, episode_id: str, *, closed: bool) -> EpisodeState | None:
         """End our bookkeeping of an episode; close it on its replica unless that already happened.
 
         An episode whose replica is unreachable needs no closing (it died with the replica), so
@@ -285,9 +285,10 @@ class PoolEnv(AsyncEnv):
         self._lost.pop(episode_id, None)
         replica = self._held.pop(episode_id, None)
         if replica is None:
-            return
+            return None
         self.pool.release(replica)
         if closed or (link := self._links.get(id(replica))) is None:
-            return
+            return None
         with contextlib.suppress(_ReplicaLost), self._on_replica(replica):  # _on_replica marked it down
-            await link.env._close(episode_id)
+            return await link.env._close(episode_id)
+        return None

@@ -24,9 +24,10 @@ async def transcript(
 ) -> list[Any]:
     """Play reset + `tools/list` + `script` + state on `env`; return everything a door could get wrong.
 
-    Each call becomes `("step", name, result, reward, done, truncated, info)`, or
-    `("error", name, code, message)` when the call is a protocol error (e.g. an unknown tool).
-    The state's episode id (minted per episode) is left out, so transcripts compare.
+    Each call becomes `("step", name, result, reward, done, truncated, info, terminated,
+    components)`, or `("error", name, code, message)` when the call is a protocol error (e.g. an
+    unknown tool). Then the state, and the final state that closing the episode returns; their
+    episode id (minted per episode) is left out, so transcripts compare.
     """
     first = await env.reset(seed=seed, options=options)
     rows: list[Any] = [("reset", first.observation, first.reward, first.done)]
@@ -38,10 +39,16 @@ async def transcript(
         except MCPError as exc:
             rows.append(("error", name, exc.code, exc.message))
             continue
-        rows.append(("step", name, r.observation.model_dump(mode="json"), r.reward, r.done, r.truncated, r.info))
+        row = ("step", name, r.observation.model_dump(mode="json"), r.reward, r.done, r.truncated, r.info)
+        rows.append((*row, r.terminated, r.components))
     state = (await env.state()).model_dump()
     state.pop("episode_id")
     rows.append(("state", state))
+    final = await env.close_episode()  # what closing scores (a rubric's trajectory components) counts too
+    closed = final.model_dump() if final is not None else None
+    if closed is not None:
+        closed.pop("episode_id")
+    rows.append(("closed", closed))
     return rows
 
 

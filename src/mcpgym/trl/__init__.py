@@ -25,6 +25,7 @@ from mcpgym.trl._environment import (
     EpisodeOverError,
     MCPEnvironment,
     ToolCallError,
+    component_rewards,
     environment_class,
     tool_text,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "MCPEnvironment",
     "ToolCallError",
     "close",
+    "component_rewards",
     "dataset",
     "environment_class",
     "tool_text",

@@ -18,12 +18,20 @@ The TRL contract (trl 1.16, `GRPOTrainer(environment_factory=...)`), which this 
   reward or done. An exception is what TRL counts as a failed call and shows the model as
   `{"error": message}`: an `isError` result raises `ToolCallError` with the text an MCP
   agent would see, and a call after the episode is done raises `EpisodeOverError`.
-- `get_reward()` is called once per finished rollout: the episode's return so far (the sum
-  of the step rewards from each result's `_meta`), or None when the environment itself failed
-  during the episode (an `MCPError`, a lost connection: any exception from a tool call other
-  than the `EnvironmentToolError`s below). TRL turns None into NaN, and a completion whose
+- `get_reward()` is called once per finished rollout: the episode's return, or None when the
+  environment itself failed during the episode (an `MCPError`, a lost connection: any
+  exception from a tool call other than the `EnvironmentToolError`s below) or its rubric
+  could not score it (a judge that failed). TRL turns None into NaN, and a completion whose
   every reward is NaN is unscorable: left out of its group's baseline, advantage 0. Such a
-  failure is also raised to TRL, which shows it to the model as a failed call.
+  failure is also raised to TRL, which shows it to the model as a failed call. When the
+  environment's rubric has trajectory components and the episode has not ended, the rollout
+  is over when TRL asks, so `get_reward` closes the episode: the server scores the trajectory
+  (rfcs/0007-rewards.md) and the return is the closed episode's (step rewards plus that score).
+  Otherwise it is the sum of the step rewards so far, and the episode stays open.
+- Reward components reach TRL's logging through its one channel for per-source rewards,
+  reward functions: `component_rewards(Env)` gives one per rubric component (logged as
+  `rewards/<name>/mean`); give them weight 0 in `GRPOConfig.reward_weights` to log them
+  without training on them twice.
 
 Errors (what a tool method raises, for TRL to count as a failed call):
 
@@ -38,6 +46,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -47,6 +56,7 @@ import mcp_types as types
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._mcp_env import MCPEnv
+from mcpgym._protocol import RUBRIC_KEY
 from mcpgym._spec import connect_options as connect_options_of
 from mcpgym._spec import is_spec, load_spec, spec_target
 from mcpgym.trl._runtime import Session, runtime
@@ -89,6 +99,11 @@ class MCPEnvironment:
         self._done = False
         self._running = False
         self._failed = False
+        self._components: dict[str, float | None] = {}
+        self._scored = False
+        self._pending = False
+        """The rubric has trajectory components: an unfinished episode is scored by closing it."""
+        self._terminated = self._truncated = False
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
@@ -96,13 +111,48 @@ class MCPEnvironment:
             self._session = runtime.open(self._target, self._connect_options)
         first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
         self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
+        self._components, self._scored, self._terminated, self._truncated = {}, False, False, False
+        self._pending = bool((first.info.get(RUBRIC_KEY) or {}).get("trajectory"))
         text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
 
     def get_reward(self) -> float | None:
-        """The episode's return: the sum of its step rewards (0.0 before any step); None when
-        the environment failed during the episode, so TRL does not score it."""
-        return None if self._failed else self._return
+        """The episode's return (closing it, so a trajectory rubric scores it); None when the
+        environment failed during the episode or its rubric could not score it (TRL then
+        leaves the rollout unscored, never 0)."""
+        self._finish()
+        return None if self._failed or math.isnan(self._return) else self._return
+
+    @property
+    def components(self) -> dict[str, float | None]:
+        """The episode's rubric components (each summed over its steps; trajectory components
+        once the episode ends or `get_reward` closes it). Empty without a rubric."""
+        return dict(self._components)
+
+    @property
+    def terminated(self) -> bool:
+        """The episode ended on the task's own terms (Gymnasium's `terminated`)."""
+        return self._terminated
+
+    @property
+    def truncated(self) -> bool:
+        """The episode was cut short (a step limit): Gymnasium's `truncated`."""
+        return self._truncated
+
+    def _finish(self) -> None:
+        """Close the running episode once and take its final return and components."""
+        if not self._pending or self._done or self._scored or self._failed or self._session is None:
+            return
+        if not self._running:
+            return
+        self._scored, self._running = True, False
+        try:
+            final = self._session.call(self._session.env.close_episode)
+        except Exception:
+            self._failed = True  # the score could not be fetched: unscored, never 0
+            return
+        if final is not None:
+            self._return, self._components = final.total_reward, dict(final.components)
 
     @property
     def failed(self) -> bool:
@@ -145,6 +195,10 @@ class MCPEnvironment:
         self._return += result.reward
         self._steps += 1
         self._done = result.done
+        self._terminated, self._truncated = result.terminated, result.truncated
+        for component, value in result.components.items():
+            before = self._components.get(component, 0.0)
+            self._components[component] = None if before is None or value is None else before + value
         text = tool_text(result.observation)
         if result.is_error:
             raise ToolCallError(text or f"Tool {name!r} failed.")
@@ -216,6 +270,50 @@ def attribute_name(tool_name: str, taken: set[str]) -> str:
         if tool_name not in taken and tool_name not in ("reset", "get_reward"):
             return tool_name
     return f"tool_{python_name(tool_name).rstrip('_')}"
+
+
+def component_rewards(env: type[MCPEnvironment] | Any, names: Sequence[str] | None = None) -> list[Callable[..., Any]]:
+    """TRL reward functions, one per rubric component of `env` (its generated class), each
+    named after its component so TRL logs it as `rewards/<name>/mean`. `names` defaults to the
+    components of the environment's declared rubric (in-process targets); pass them for others.
+    Each reads the rollout's environment (TRL's `environments=`), closing the episode first as
+    `get_reward` does. Give them weight 0 in `reward_weights` to log without training on them."""
+    return [ComponentReward(name) for name in (_component_names(env) if names is None else names)]
+
+
+class ComponentReward:
+    """A TRL reward function reading one rubric component of each rollout's environment.
+
+    A callable instance (picklable, unlike a closure) whose `__name__` is the component's,
+    which is what TRL logs it by. It is None wherever `get_reward()` is None: TRL leaves a
+    completion unscored only when *every* reward function says None, and a weight-0 column
+    that still said 0.25 would turn an unscored episode into a scored 0."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __call__(self, environments: Sequence[MCPEnvironment] | None = None, **kwargs: Any) -> list[float | None]:
+        values: list[float | None] = []
+        for environment in environments or ():
+            unscored = environment.get_reward() is None
+            values.append(None if unscored else environment._components.get(self.__name__))
+        return values
+
+    def __repr__(self) -> str:
+        return f"ComponentReward({self.__name__!r})"
+
+
+def _component_names(env: Any) -> list[str]:
+    target = getattr(env, "_target", env)
+    if isinstance(target, str) and _IMPORT_PATH.match(target):
+        target = load_environment(target)
+    cls = target.func if isinstance(target, functools.partial) else target
+    rubric = getattr(cls, "rubric", None)
+    if isinstance(target, functools.partial) and target.keywords.get("rubric") is not None:
+        rubric = target.keywords["rubric"]
+    if rubric is None:
+        raise ValueError(f"cannot find a rubric on {target!r}: pass the component names")
+    return list(rubric.components)
 
 
 def episode_options(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any] | None:
