@@ -435,6 +435,15 @@ async def test_every_server_looks_the_same_over_every_door(env_cls: type[mcpgym.
     assert all(v == views[0] for v in views), views
 
 
+@pytest.mark.parametrize("target", ["servers.echo", "servers.echo:Echo"])
+def test_text_targets_run_in_process_through_the_one_parser(target: str) -> None:
+    Env = mcpgym.trl.environment_class(target)
+    assert getattr(Env, "_target") is Echo  # noqa: B009 - the class, not the text: in-process, picklable
+    env = Env()
+    env.reset(seed=0)
+    assert env.echo_message(message="orbit") == "orbit" and env.get_reward() == 1.0  # type: ignore[attr-defined]
+
+
 def test_a_tool_call_before_reset_fails() -> None:
     env = mcpgym.trl.environment_class(Echo)()
     with pytest.raises(mcpgym.trl.EnvironmentToolError, match="reset"):

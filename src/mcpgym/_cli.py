@@ -21,12 +21,11 @@ from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
 from mcpgym._server import GymServer
+from mcpgym._target import FORMS
 
-_TARGETS = """\
-TARGET is what to talk to:
-  servers.echo:Echo            an Environment class, run in this process (no transport)
-  http://127.0.0.1:8000/mcp    a server over streamable HTTP
-  "python -m servers.echo"     a command to launch, spoken to over stdio
+_TARGETS = f"""\
+TARGET is what to talk to (modules are found from the working directory, as with `python -m`):
+{FORMS}
 """
 
 _EPILOG = f"""\
@@ -145,7 +144,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("env", metavar="MODULE:CLASS", help="the Environment class, e.g. servers.echo:Echo")
+    serve.add_argument(
+        "env", metavar="ENV", help="the Environment: servers.echo:Echo, servers.echo (its one class), or path/to/env.py"
+    )
     _add_serve_options(serve)
 
     tools = sub.add_parser(
@@ -167,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("--options", default=None, metavar="JSON", help="options object for reset()")
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
-    check.add_argument("env", metavar="MODULE:CLASS")
+    check.add_argument("env", metavar="ENV", help="servers.echo:Echo, servers.echo, or path/to/env.py")
     _harness_commands(sub)
     return parser
 
@@ -219,6 +220,9 @@ async def _call(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    if "" not in sys.path and "." not in sys.path and os.getcwd() not in sys.path:
+        # Once, here, as `python -m` does: a command line names modules in the working directory.
+        sys.path.insert(0, "")
     args = _parser().parse_args(argv)
     if args.command == "serve":
         _serve(_load(args.env), args)  # outside the handlers below: a failure while serving keeps its traceback

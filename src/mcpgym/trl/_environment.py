@@ -44,13 +44,12 @@ from typing import Any, ClassVar
 
 import mcp_types as types
 
-from mcpgym._connect import Target, connect, load_environment
+from mcpgym._connect import Target, connect
 from mcpgym._environment import Environment
 from mcpgym._mcp_env import MCPEnv
+from mcpgym._target import parse
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
-
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # as mcpgym.connect reads targets
 
 
 class EnvironmentToolError(RuntimeError):
@@ -160,16 +159,17 @@ def environment_class(
     """A class for `GRPOTrainer(environment_factory=...)`, with one method per MCP tool of `target`.
 
     `target` is anything `mcpgym.connect` accepts; an Environment class (or
-    `"package.module:Class"`) runs in-process, which is the cheapest door since calls
-    multiply by rollouts x turns. The tools are listed once, now. `name` is the class name
-    (TRL logs the reward as `rewards/<name>/mean`); by default the environment's name plus
+    `"package.module:Class"`, `"package.module"`, `"path/to/env.py"`) runs in-process, which
+    is the cheapest door since calls multiply by rollouts x turns. The tools are listed once,
+    now. `name` is the class name (TRL logs the reward as `rewards/<name>/mean`); by default the environment's name plus
     `Env`. Dataset columns named in `option_columns` are passed to `reset` inside `options`.
     `observation` turns the first observation into prompt text (default: strings as they
     are, anything else as JSON; None leaves the prompt alone). `connect_options` go to
     `mcpgym.connect` for every instance.
     """
-    if isinstance(target, str) and _IMPORT_PATH.match(target):
-        target = load_environment(target)  # a class: picklable, and in-process for every instance
+    parsed = parse(target)
+    if parsed.form == "environment":
+        target = parsed.value  # `module:Class`, `module`, `file.py`: a class, in-process for every instance
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)
     namespace: dict[str, Any] = {
         "_target": target,
