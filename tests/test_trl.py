@@ -26,16 +26,16 @@ import pytest
 from mcp.server import Server
 from pydantic import BaseModel, Field
 
+# Imported, not `importorskip`ped: without the trl extra this module fails to collect, so the
+# suite fails loudly (scripts/test.sh leaves it out on purpose where the extra has no wheels).
+from transformers.utils.chat_template_utils import get_json_schema
+
 import mcpgym
 import mcpgym.trl
 import servers
 from mcpgym.trl._schema import normalise, tool_shape
 from servers.echo import Echo
 from tests.conftest import DOORS, door
-
-get_json_schema: Callable[[Callable[..., Any]], dict[str, Any]] = pytest.importorskip(
-    "transformers.utils.chat_template_utils"
-).get_json_schema
 
 
 @pytest.fixture
