@@ -102,3 +102,17 @@ class Sleepy(mcpgym.Environment):
         self.calls = getattr(self, "calls", 0) + 1
         self.reward(1.0)
         return self.calls
+
+
+class Briefed(mcpgym.Environment):
+    """Returns `info` with its first observation, and truncates after two calls."""
+
+    max_steps = 2
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> mcpgym.Reset:
+        return mcpgym.Reset({"prompt": "call noop"}, info={"task_id": "t-1", "seed": seed})
+
+    @mcpgym.tool
+    async def noop(self) -> str:
+        """Do nothing."""
+        return "ok"

@@ -26,6 +26,7 @@ EXPORTED = {
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "Reset",
     "StepResult",
     "SyncEnv",
     "Target",

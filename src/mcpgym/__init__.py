@@ -9,7 +9,7 @@ from mcpgym._check import check_environment
 from mcpgym._cli import run
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._env import AsyncEnv
-from mcpgym._environment import Environment
+from mcpgym._environment import Environment, Reset
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
@@ -34,6 +34,7 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "Reset",
     "ServerProcess",
     "StepRecord",
     "StepResult",

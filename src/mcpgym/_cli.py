@@ -22,6 +22,7 @@ from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
 from mcpgym._server import GymServer
 from mcpgym._target import FORMS
+from mcpgym._types import UNKNOWN_TOOL_INFO
 
 _TARGETS = f"""\
 TARGET is what to talk to (modules are found from the working directory, as with `python -m`):
@@ -213,6 +214,8 @@ async def _call(args: argparse.Namespace) -> int:
     async with connect(args.target) as env:
         await env.reset(seed=args.seed, options=options)
         result = await env.call_tool(args.tool, arguments)
+    if UNKNOWN_TOOL_INFO in result.info:  # a typo on the command line: one line, not a result dump
+        raise SystemExit(f"mcpgym: {result.text}")
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
     print(json.dumps(body, indent=2))
     print(f"reward={result.reward} done={result.done} truncated={result.truncated}", file=sys.stderr)

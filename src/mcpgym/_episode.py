@@ -22,12 +22,12 @@ import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from mcpgym._environment import LEDGER, Environment, StepLedger
+from mcpgym._environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._protocol import STEP_KEY, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._tools import ToolSpec
-from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym._types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
 
 logger = logging.getLogger("mcpgym")
 
@@ -110,15 +110,19 @@ class Episode:
         self.seed = seed
         self.env.rng = random.Random(seed)
         try:
-            observation = await _run_user(self.env.reset, seed=seed, options=options)
+            returned = await _run_user(self.env.reset, seed=seed, options=options)
+            observation, info = (returned.observation, returned.info) if isinstance(returned, Reset) else (returned, {})
+            if not isinstance(info, dict):
+                raise TypeError(f"Reset.info must be a dict, not {type(info).__name__}")
             jsonable = pydantic_core.to_jsonable_python(observation)  # raises on what JSON cannot carry
+            info = pydantic_core.to_jsonable_python(info)
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
             self._log.reset(jsonable)
-        return ResetResult(observation=jsonable)
+        return ResetResult(observation=jsonable, info=info)
 
     @property
     def busy(self) -> bool:
@@ -142,19 +146,27 @@ class Episode:
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
+        """One step, as the MCP server answers it: the result with its step stamp in `_meta`.
+
+        An unknown tool is a protocol error on the wire, as the MCP spec has it; the step it
+        counted rides in the error's `data`, from which mcpgym's client rebuilds the same
+        `is_error` step the in-process door returns."""
         step = await self.step(name, arguments)
-        result = step.observation  # always this step's own object (see _convert), so stamp it in place
         stamp = {"reward": step.reward, "done": step.done, "truncated": step.truncated, "step": step.info["step"]}
+        if UNKNOWN_TOOL_INFO in step.info:
+            raise MCPError(INVALID_PARAMS, step.text, {STEP_KEY: stamp})
+        result = step.observation  # always this step's own object (see _convert), so stamp it in place
         result.meta = {**(result.meta or {}), STEP_KEY: stamp}
         return result
 
     async def step(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
         """Run one tool call as one step, with its reward and done attached (what the in-process
-        door returns as it stands). Unknown tools are protocol errors; all else is a result."""
+        door returns as it stands). Every call is a result; an unknown tool's is an `is_error`
+        step marked `info[UNKNOWN_TOOL_INFO]` (rfcs/0001: what an RL loop sees), counted like
+        any other call so `max_steps` still ends a policy that only invents names."""
         spec = self.tools.get(name)
         if spec is None:
-            raise unknown_tool(name, self.tools)
+            return await self._unknown(name, arguments)
         if not self._turns.take_nowait():
             await self._turns.wait()
         try:
@@ -200,6 +212,25 @@ class Episode:
                     name, arguments, outcome.observation, outcome.reward, done, truncated, number, started=started
                 )
             return outcome
+        finally:
+            self._turns.release()
+
+    async def _unknown(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
+        """An unknown tool's step: counted (reward 0) unless the episode is already over."""
+        if not self._turns.take_nowait():
+            await self._turns.wait()
+        try:
+            if self.closed:
+                raise unknown_episode()
+            message = unknown_tool(name, self.tools).message
+            if not self.done:
+                self._account(_error(message), StepLedger())
+                if self._log is not None:
+                    done, truncated, number = self.done, self.truncated, self.step_count
+                    self._log.step(
+                        name, arguments or {}, _error(message), 0.0, done, truncated, number, started=time.time()
+                    )
+            return unknown_tool_step(message, self.done, self.truncated, self.step_count)
         finally:
             self._turns.release()
 

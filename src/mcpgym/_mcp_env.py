@@ -22,12 +22,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcpgym._env import AsyncEnv
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
+    STEP_KEY,
     CloseRequest,
     EpisodeParams,
     ResetParams,
@@ -35,10 +36,11 @@ from mcpgym._protocol import (
     ResetResult,
     StateRequest,
     StateResult,
+    StepMeta,
     episode_meta,
     split_meta,
 )
-from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym._types import EpisodeState, ToolStep, tool_step, unknown_tool_step
 
 MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 
@@ -57,6 +59,16 @@ def _first_leaf(error: BaseException) -> BaseException:
 def _ssl_context() -> ssl.SSLContext:
     # One shared context: building one loads the CA bundle (~30 ms), once per env otherwise.
     return ssl.create_default_context()
+
+
+def _unknown_tool(exc: MCPError) -> ToolStep | None:
+    """The step an mcpgym server counted for an unknown tool (its stamp rides in the protocol
+    error's data), as the in-process door returns it; None for any other error."""
+    data = exc.data
+    if exc.code != INVALID_PARAMS or not isinstance(data, dict) or not isinstance(data.get(STEP_KEY), dict):
+        return None
+    stamp = StepMeta.model_validate(data[STEP_KEY])
+    return unknown_tool_step(exc.message, stamp.done, stamp.truncated, stamp.step)
 
 
 class MCPEnv(AsyncEnv):
@@ -151,7 +163,13 @@ class MCPEnv(AsyncEnv):
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         meta = None if self._plain else episode_meta(episode_id)
-        result = await self.client.call_tool(name, arguments, meta=meta)
+        try:
+            result = await self.client.call_tool(name, arguments, meta=meta)
+        except MCPError as exc:
+            step = _unknown_tool(exc)
+            if step is None:
+                raise
+            return step
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
             result = result.model_copy(update={"meta": own_meta})

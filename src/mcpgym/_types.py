@@ -121,3 +121,14 @@ def tool_step(result: types.CallToolResult, reward: float, done: bool, truncated
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
+
+
+UNKNOWN_TOOL_INFO = "unknown_tool"
+"""The `StepResult.info` key (value True) that marks the step of a call to a tool the
+environment does not have (rfcs/0001: what an RL loop sees when a policy invents a name)."""
+
+
+def unknown_tool_step(message: str, done: bool, truncated: bool, step: int) -> ToolStep:
+    """The `is_error` step (reward 0) of a call to an unknown tool, identical on every door."""
+    result = types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    return ToolStep(observation=result, done=done, truncated=truncated, info={"step": step, UNKNOWN_TOOL_INFO: True})
