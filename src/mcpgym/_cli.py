@@ -74,6 +74,12 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="require 'Authorization: Bearer TOKEN' on HTTP (default: $MCPGYM_TOKEN; unset: no auth)",
     )
     parser.add_argument(
+        "--stateless-agents",
+        action="store_true",
+        help="let agents that never reset use the 2026-07-28 stateless HTTP wire, where each of their tool calls "
+        "is an episode of its own (default: they are kept on session-based HTTP, one episode per session)",
+    )
+    parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest HTTP request body (%(default)s)"
     )
 
@@ -101,7 +107,12 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
-    options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
+    options = {
+        "allowed_hosts": args.allowed_host,
+        "token": args.token,
+        "max_body_bytes": args.max_body_bytes,
+        "stateless_agents": args.stateless_agents,
+    }
     stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)

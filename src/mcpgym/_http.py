@@ -27,6 +27,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.server import HANDLED_SIGNALS
 
+from mcpgym._plain_agents import SessionsForPlainAgents
+
 if TYPE_CHECKING:
     from mcpgym._server import GymServer
 
@@ -70,11 +72,15 @@ def http_app(
     max_sessions: int | None = 10_000,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
+    stateless_agents: bool = False,
 ) -> ASGIApp:
     """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
 
     DNS-rebinding protection is always on: the Host (and any Origin) must be a loopback name,
-    the address bound (when it is a specific one), or one of `allowed_hosts`."""
+    the address bound (when it is a specific one), or one of `allowed_hosts`. Agents that never
+    reset are kept on session-based HTTP, so their calls share one episode whatever revision
+    they prefer (`_plain_agents`); `stateless_agents=True` lets them use the 2026-07-28
+    stateless wire, where each of their tool calls is an episode of its own."""
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
     if host not in (*LOOPBACK, *WILDCARD):
         hosts.append(f"[{host}]:*" if ":" in host else f"{host}:*")
@@ -93,7 +99,8 @@ def http_app(
         max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"])],
     )
-    return BearerAuth(app, token) if token else app
+    served: ASGIApp = app if stateless_agents else SessionsForPlainAgents(app)
+    return BearerAuth(served, token) if token else served
 
 
 def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:

@@ -19,6 +19,7 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +29,7 @@ from mcpgym._env import AsyncEnv
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
+    EXTENSION_ID,
     STEP_KEY,
     CloseRequest,
     EpisodeParams,
@@ -107,7 +109,10 @@ class MCPEnv(AsyncEnv):
                     )
                 )
                 server = streamable_http_client(server, http_client=self._http)
-            client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout)
+            # Advertising the Gym extension tells a server this client names its episodes, so it
+            # may stay on the stateless wire (mcpgym._plain_agents keeps other agents on sessions).
+            gym = [advertise(EXTENSION_ID)]
+            client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout, extensions=gym)
             self._client = await stack.enter_async_context(client)
             self._stack = stack.pop_all()
 
