@@ -30,6 +30,7 @@ EXPORTED = {
     "StepResult",
     "SyncEnv",
     "Target",
+    "TargetError",
     "ToolError",
     "__version__",
     "check_environment",

@@ -7,7 +7,7 @@ driven in-process, over stdio or over streamable HTTP with identical results.
 
 from mcpgym._check import check_environment
 from mcpgym._cli import run
-from mcpgym._connect import Target, connect, load_environment
+from mcpgym._connect import Target, TargetError, connect, load_environment
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment, Reset
 from mcpgym._errors import MCPError, ToolError
@@ -40,6 +40,7 @@ __all__ = [
     "StepResult",
     "SyncEnv",
     "Target",
+    "TargetError",
     "ToolError",
     "Trajectory",
     "__version__",
