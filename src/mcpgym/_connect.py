@@ -48,9 +48,8 @@ def connect(
     """
     parsed = parse(target)
     if parsed.form == "connectable":
-        return parsed.value.__mcpgym_connect__(  # type: ignore[no-any-return]
-            mode=mode, read_timeout=read_timeout, headers=headers
-        )
+        opener: SupportsConnect = parsed.value
+        return opener.__mcpgym_connect__(mode=mode, read_timeout=read_timeout, headers=headers)
     if parsed.form == "environment":
         return InProcessEnv(parsed.value)
     if parsed.form == "url":

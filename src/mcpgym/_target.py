@@ -45,6 +45,7 @@ from mcp import StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
+from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._server import GymServer
 
@@ -72,7 +73,9 @@ class TargetError(TypeError):
 class SupportsConnect(Protocol):
     """Anything that knows how to open an environment client for itself (e.g. `mcpgym.pool.Pool`)."""
 
-    def __mcpgym_connect__(self, *, mode: str, read_timeout: float | None, headers: dict[str, str] | None) -> Any: ...
+    def __mcpgym_connect__(
+        self, *, mode: str, read_timeout: float | None, headers: dict[str, str] | None
+    ) -> AsyncEnv: ...
 
 
 Target = (
