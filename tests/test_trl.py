@@ -444,6 +444,14 @@ def test_text_targets_run_in_process_through_the_one_parser(target: str) -> None
     assert env.echo_message(message="orbit") == "orbit" and env.get_reward() == 1.0  # type: ignore[attr-defined]
 
 
+def test_reset_info_reaches_reward_functions_not_the_model() -> None:
+    from tests.envs import Briefed
+
+    env = mcpgym.trl.environment_class(Briefed)()
+    assert env.reset(seed=3) == '{"prompt": "call noop"}'
+    assert env.reset_info == {"task_id": "t-1", "seed": 3}
+
+
 def test_a_tool_call_before_reset_fails() -> None:
     env = mcpgym.trl.environment_class(Echo)()
     with pytest.raises(mcpgym.trl.EnvironmentToolError, match="reset"):

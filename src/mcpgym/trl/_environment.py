@@ -86,6 +86,7 @@ class MCPEnvironment:
         self._done = False
         self._running = False
         self._failed = False
+        self._reset_info: dict[str, Any] = {}
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
@@ -93,6 +94,7 @@ class MCPEnvironment:
             self._session = runtime.open(self._target, self._connect_options)
         first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
         self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
+        self._reset_info = dict(first.info)
         text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
 
@@ -110,6 +112,12 @@ class MCPEnvironment:
     def done(self) -> bool:
         """The current episode has ended (the environment said done or truncated)."""
         return self._done
+
+    @property
+    def reset_info(self) -> dict[str, Any]:
+        """The `info` the environment's `reset` returned (`mcpgym.Reset(..., info=...)`), e.g.
+        for a reward function that needs the task's metadata; never shown to the model."""
+        return self._reset_info
 
     @property
     def episode_return(self) -> float:
