@@ -3,12 +3,18 @@ session on every protocol revision they negotiate; mcpgym's own clients stay on 
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 import mcpgym
+from servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 from tests.envs import Counter
 
@@ -59,3 +65,42 @@ async def test_mcpgym_clients_stay_on_the_stateless_wire() -> None:
         second = await env.call_tool("add", {"n": 1})
         assert env.client.protocol_version == "2026-07-28"  # type: ignore[attr-defined]
     assert (first.info["step"], second.info["step"]) == (1, 2)
+
+
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+}
+
+
+async def _post(url: str, body: bytes, headers: dict[str, str]) -> httpx2.Response:
+    async with httpx2.AsyncClient(timeout=10) as http:
+        return await http.post(url, content=body, headers={**MODERN, **headers})
+
+
+async def test_the_probe_refusal_names_the_versions_to_fall_back_to() -> None:
+    probe = {"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": ENVELOPE}}
+    async with serve_gym(Counter) as (_, url):
+        for headers in ({"Mcp-Method": "server/discover"}, {}):  # with and without the method header
+            response = await _post(url, json.dumps(probe).encode(), headers)
+            assert response.status_code == 400
+            error = response.json()["error"]
+            assert response.json()["id"] == 7 and error["code"] == UNSUPPORTED_PROTOCOL_VERSION
+            assert error["data"] == {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": "2026-07-28"}
+
+
+async def test_every_other_modern_request_reaches_the_server_whole() -> None:
+    # mcpgym's probe (the Gym extension advertised) is read, then replayed to the SDK: small, and
+    # past the probe limit (then passed on unread, its first chunk replayed and the rest streamed).
+    gym_caps: dict[str, Any] = {"extensions": {"io.mcpgym/gym": {}}}
+    meta = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": gym_caps}
+    async with serve_gym(Echo) as (_, url):
+        for padding in ("", "x" * 200_000):
+            probe = {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": meta, "pad": padding}}
+            response = await _post(url, json.dumps(probe).encode(), {"Mcp-Method": "server/discover"})
+            assert response.status_code == 200, response.text
+            assert "2026-07-28" in response.json()["result"]["supportedVersions"]
+        malformed = await _post(url, b"{not json", {})  # the SDK's own answer, not ours
+        assert malformed.status_code == 400 and malformed.json()["error"]["code"] == -32700

@@ -43,7 +43,10 @@ class SessionsForPlainAgents:
         if not _modern_post(scope):
             await self.app(scope, receive, send)
             return
-        body, more = await _read(receive)
+        read = await _read(receive)
+        if read is None:
+            return  # the client went away before its request arrived: nobody to answer
+        body, more = read
         probe = _probe(body) if not more else None
         if probe is not None and not _advertises_gym(probe):
             await _refuse(probe, scope, receive, send)
@@ -63,14 +66,15 @@ def _modern_post(scope: Scope) -> bool:
     return method is None or method == b"server/discover"
 
 
-async def _read(receive: Receive) -> tuple[bytes, bool]:
-    """The body, up to `_PROBE_LIMIT` bytes; `more` is True when it was not all read."""
+async def _read(receive: Receive) -> tuple[bytes, bool] | None:
+    """The body, up to `_PROBE_LIMIT` bytes, and whether more is left unread; None if the
+    client disconnected first."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks), False  # the client went away: the app sees an empty body
+            return None
         chunk = message.get("body", b"")
         chunks.append(chunk)
         size += len(chunk)
