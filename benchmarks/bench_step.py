@@ -44,6 +44,7 @@ from typing import Any, cast
 import anyio
 import mcp
 from mcp import StdioServerParameters
+from mcp.client.extension import advertise
 from mcp_types import RequestParamsMeta
 
 import mcpgym
@@ -58,6 +59,7 @@ from benchmarks.echo_servers import (
     until_ready,
 )
 from mcpgym import CallToolAction
+from mcpgym._protocol import EXTENSION_ID
 from mcpgym._types import ToolStep, tool_step
 
 CONCURRENT = {
@@ -66,6 +68,9 @@ CONCURRENT = {
     "ours_raw": "our server, `mcp.Client(url)` naming the episode",
 }
 """The concurrent runs: `bare` vs `ours` is the target; `ours_raw` uses the bare run's client code."""
+# A raw SDK client that names its episodes says so, as mcpgym's own does; our server keeps
+# clients that do not on session-based HTTP (mcpgym._plain_agents), a different wire to measure.
+NAMES_EPISODES = [advertise(EXTENSION_ID)]
 OPTIONS = {"target": "zzz"}
 ARGS = {"message": "hi"}
 ACTION = CallToolAction(tool_name="echo_message", arguments=ARGS)
@@ -178,7 +183,7 @@ async def open_doors(stack: AsyncExitStack, servers: dict[str, tuple[str, subpro
     (bare_url, bare_proc), (ours_url, ours_proc) = servers["bare"], servers["ours"]
     http_bare = await stack.enter_async_context(mcp.Client(bare_url))
     http_gym = await stack.enter_async_context(mcpgym.connect(ours_url))
-    http_ours = await stack.enter_async_context(mcp.Client(ours_url))
+    http_ours = await stack.enter_async_context(mcp.Client(ours_url, extensions=NAMES_EPISODES))
     for env in (inproc, memory_ours, stdio, http_gym):
         await env.reset(options=OPTIONS)
     # The raw client steps the episode `http_gym` reset, naming it in `_meta` as any client may.
@@ -229,7 +234,7 @@ async def concurrent(url: str, proc: subprocess.Popen[bytes], kind: str, n: Coun
             if kind == "ours":
                 await steps(env.step, ACTION)
                 return
-            async with mcp.Client(url) as raw:  # the bare server's client code, naming the episode
+            async with mcp.Client(url, extensions=NAMES_EPISODES) as raw:  # the bare client code, naming the episode
                 meta = cast(RequestParamsMeta, {mcpgym.EPISODE_KEY: env.episode_id})
                 await steps(functools.partial(raw.call_tool, meta=meta), "echo_message", ARGS)
 

@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import site
@@ -39,6 +40,7 @@ from harness.errors import ConfigError
 from mcpgym._spec import is_spec, load_spec
 
 CLIENTS = ("claude-code", "claude-desktop", "mcp-json")
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 Entry = dict[str, Any]
 
 
@@ -66,21 +68,23 @@ def server_entry(
 
 def launch(target: str, record: str | None = None, server_args: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
     """(argv, env) that serve `target` over stdio from any working directory."""
-    module: str | None
-    if is_spec(target):  # a run spec: `mcpgym serve` reads it, from any working directory
+    module: str | None = None
+    parsed = None if is_spec(target) else targets.parse_text(target)
+    if parsed is None:  # a run spec: `mcpgym serve` reads it, from any working directory
         environment = load_spec(target).environment
         argv = [sys.executable, "-m", "mcpgym", "serve", str(Path(target).resolve())]
         module = environment.partition(":")[0] if ":" in environment and " " not in environment else None
-    elif targets.is_module_path(target) and _has_main(target):
+    elif parsed.form == "environment" and parsed.module == target and _has_main(target):
         argv, module = [sys.executable, "-m", target], target  # the server's own __main__ (its own flags)
-    elif targets.is_module_path(target) or (":" in target and " " not in target):
-        path = str(targets.resolve(target))
-        argv, module = [sys.executable, "-m", "mcpgym", "serve", path], path.partition(":")[0]
-    else:
-        argv = shlex.split(target)
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable
+    elif parsed.form == "environment":
+        if parsed.spec is None:  # pragma: no cover - text always names a loadable spec
+            raise ConfigError(f"cannot launch {target!r} in another process")
+        argv, module = [sys.executable, "-m", "mcpgym", "serve", parsed.spec], parsed.module
+    elif parsed.form == "command":
+        argv = list(parsed.argv)
         module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+    else:
+        raise ConfigError(f"{target!r} is a {parsed.form}, which a client config cannot launch")
     if record is not None:
         argv += ["--record", str(Path(record).resolve())]
     argv += list(server_args)
@@ -93,11 +97,16 @@ def block(name: str, entry: Entry) -> dict[str, Any]:
 
 
 def default_name(target: str, url: str | None = None) -> str:
-    """`servers.coding` → `coding`; `servers.echo:Echo` → `echo`; a URL → `mcpgym`."""
-    if targets.is_module_path(target) or (":" in target and " " not in target and "://" not in target):
-        return target.partition(":")[0].rsplit(".", 1)[-1].strip("_") or "mcpgym"
-    words = [w for w in shlex.split(target) if targets.is_module_path(w) and w not in ("python", "python3", "-m")]
-    return words[-1].rsplit(".", 1)[-1] if words and url is None and "://" not in target else "mcpgym"
+    """`servers.coding` → `coding`; `servers.echo:Echo` → `echo`; `path/env.py` → `env`; a URL → `mcpgym`."""
+    if target.startswith(("http://", "https://")):
+        return "mcpgym"
+    parsed = targets.parse_text(target)
+    if parsed.module is not None:
+        return parsed.module.rsplit(".", 1)[-1].strip("_") or "mcpgym"
+    if parsed.form == "environment" and parsed.spec is not None:  # a file
+        return Path(parsed.spec.rpartition(":")[0]).stem.strip("_") or "mcpgym"
+    words = [w for w in parsed.argv[1:] if _MODULE.match(w) and w not in ("python", "python3", "-m")]
+    return words[-1].rsplit(".", 1)[-1] if words and url is None else "mcpgym"
 
 
 def default_file(client: str) -> Path:
@@ -185,8 +194,6 @@ def _has_main(module: str) -> bool:
 
 def _import_root(module: str) -> str | None:
     """The sys.path entry `module` is imported from, unless it is site-packages (always on the path)."""
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
     top = module.partition(".")[0]
     try:
         spec = importlib.util.find_spec(top)
@@ -217,7 +224,9 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("client", choices=CLIENTS)
-    c.add_argument("target", metavar="TARGET", help="servers.coding, servers.echo:Echo, a command, or a URL")
+    c.add_argument(
+        "target", metavar="TARGET", help="servers.coding, servers.echo:Echo, path/to/env.py, a command, or a URL"
+    )
     c.add_argument(
         "--server-args",
         default="",

@@ -4,11 +4,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The oldest and the newest Python we support (pyproject's requires-python): .venv runs the
+# oldest with every extra; with --test, .venv-3.13 runs the newest for scripts/test.sh's second pass.
+OLDEST=3.11
+NEWEST=3.13
+
+# find_python X.Y: $PYTHON_X_Y if set, else the newest pyenv X.Y.* build, else pythonX.Y on PATH.
+find_python() {
+  local version=$1 override candidate
+  override="PYTHON_${version/./_}"
+  if [ -n "${!override:-}" ]; then echo "${!override}"; return; fi
+  for candidate in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".* 2>/dev/null | sort -V -r); do
+    if [ -x "$candidate/bin/python$version" ]; then echo "$candidate/bin/python$version"; return; fi
+  done
+  if command -v "python$version" >/dev/null 2>&1 && "python$version" -c pass 2>/dev/null; then
+    command -v "python$version"; return
+  fi
+  echo "setup: Python $version not found (looked for \$$override, ${PYENV_ROOT:-$HOME/.pyenv}/versions/$version.*," \
+    "python$version on PATH); install it, e.g. 'pyenv install $version', or set $override=/path/to/python$version" >&2
+  return 1
+}
+
 python_bin=${PYTHON:-}
 if [ -z "$python_bin" ]; then
-  for candidate in python3.11 python3.12 python3.13 python3; do
-    if command -v "$candidate" >/dev/null 2>&1; then python_bin=$candidate; break; fi
-  done
+  python_bin=$(find_python "$OLDEST")
 fi
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 
@@ -26,6 +45,11 @@ if [ "${1:-}" = "--test" ]; then
   # (asked for by trl) would fetch a multi-GB CUDA build.
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,docs]" "torch==2.13.0"
+  # The newest supported Python, without the trl and ray extras: their pinned wheels (torch
+  # 2.13's CPU build, ray 2.60) exist here for 3.11 only, so scripts/test.sh runs them there.
+  newest=$(find_python "$NEWEST")
+  [ -x .venv-$NEWEST/bin/python ] || "$newest" -m venv .venv-$NEWEST
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast]"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).

@@ -142,3 +142,17 @@ class Graded(mcpgym.Environment):
     async def broken(self) -> str:
         """Always fails."""
         raise mcpgym.ToolError("broken on purpose")
+
+
+class Briefed(mcpgym.Environment):
+    """Returns `info` with its first observation, and truncates after two calls."""
+
+    max_steps = 2
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> mcpgym.Reset:
+        return mcpgym.Reset({"prompt": "call noop"}, info={"task_id": "t-1", "seed": seed})
+
+    @mcpgym.tool
+    async def noop(self) -> str:
+        """Do nothing."""
+        return "ok"

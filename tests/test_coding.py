@@ -300,15 +300,26 @@ def test_degraded_isolation_still_limits_and_says_so(caplog: pytest.LogCaptureFi
 
 
 @pytest.mark.anyio
-async def test_an_agent_that_never_resets_can_read_its_task() -> None:
-    """Claude Code never calls reset: get_task shows it the prompt (and never the hidden tests)."""
+@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/141", "HumanEval/154"])
+async def test_an_agent_that_never_resets_can_read_its_task(task_id: str) -> None:
+    """Claude Code never calls reset: get_task shows it the prompt (and never the hidden tests).
+
+    One task per server, so the draw is fixed; 141 (`file_name_check`) and 154 (`cycpattern_check`)
+    are the prompts that contain `check(` themselves, which an earlier version of this test took
+    for a leak of the hidden `check` function."""
     from mcp import Client
 
-    server = mcpgym.GymServer(coding())
+    from servers.coding._environment import humaneval_tasks
+
+    task = humaneval_tasks()[task_id]
+    server = mcpgym.GymServer(coding(tasks={task_id: task}))
     async with Client(server.mcp, mode="legacy") as agent:
         brief = await agent.call_tool("get_task", {})
         assert brief.structured_content is not None
-        assert "def " in brief.structured_content["prompt"] and "check(" not in json.dumps(brief.structured_content)
+        shown = json.dumps(brief.structured_content)
+        assert brief.structured_content["task_id"] == task_id and brief.structured_content["prompt"] == task.prompt
+        assert "def check(" in task.test  # the premise: the hidden tests define check() ...
+        assert "def check(" not in shown and task.test.strip() not in shown  # ... and the agent never sees them
 
 
 @pytest.mark.anyio

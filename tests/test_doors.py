@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import pytest
 
 import mcpgym
 from mcpgym.testing import Script, assert_doors_agree, transcript
 from servers.echo import Echo
-from tests.envs import Counter, Graded
+from tests.conftest import DOORS, door
+from tests.envs import Briefed, Counter, Graded
 
 pytestmark = pytest.mark.anyio
 
@@ -93,13 +95,16 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
     }
     for i, field in ((3, "times"), (4, "message"), (5, "times")):
         assert steps[i][2]["is_error"] is True and field in steps[i][2]["content"][0]["text"]
-    assert steps[6][:3] == ("error", "no_such_tool", -32602)
+    # An invented tool name is an is_error step on every door (counted, reward 0), marked in info.
+    assert steps[6][:2] == ("step", "no_such_tool") and steps[6][2]["is_error"] is True
+    assert steps[6][2]["content"][0]["text"].startswith("Unknown tool: 'no_such_tool'")
+    assert steps[6][3:] == (0.0, False, False, {"step": 5, "unknown_tool": True})
     assert steps[7][3:5] == (0.0, False)
     assert steps[8][3:5] == (1.0, True)
     assert steps[9][2]["is_error"] is True and steps[9][4] is True and steps[9][3] == 0.0
     assert t[-2][1] == {
         "environment": "Echo",
-        "step_count": 6,
+        "step_count": 7,
         "total_reward": 1.0,
         "done": True,
         "truncated": False,
@@ -124,3 +129,59 @@ async def test_counter_transcript_covers_failures_and_truncation() -> None:
     assert t[8][4:6] == (True, True)  # done and truncated at max_steps
     assert t[8][7] is False  # truncated, not terminated: a value bootstrap goes on from here
     assert t[9][2]["is_error"] and "over" in t[9][2]["content"][0]["text"]
+
+
+async def _rl_loop(env: mcpgym.AsyncEnv) -> list[Any]:
+    """A naive RL loop: step before reset, reset with info, then a policy that only invents names."""
+    transcript: list[Any] = []
+    try:
+        await env.call_tool("noop")
+    except RuntimeError as exc:  # step before reset: the client says so, on every door alike
+        transcript.append(("before reset", str(exc)))
+    first = await env.reset(seed=7)
+    transcript.append(("reset", first.observation, first.info))
+    result = None
+    while result is None or not result.done:  # ends: invented calls count toward max_steps
+        result = await env.call_tool("invented_tool", {"x": 1})
+        transcript.append(
+            ("step", result.is_error, result.text, result.reward, result.done, result.truncated, result.info)
+        )
+    after = await env.call_tool("also_invented")  # after done: nothing more is counted
+    transcript.append(("after", after.is_error, after.done, after.info))
+    transcript.append(("state", (await env.state()).step_count))
+    return transcript
+
+
+async def test_reset_info_and_invented_tools_are_the_same_on_every_door() -> None:
+    results: dict[str, Any] = {}
+    for kind in DOORS:
+        async with door(kind, Briefed) as target, mcpgym.connect(target) as env:
+            results[kind] = await _rl_loop(env)
+    reference = results["inprocess"]
+    assert reference[0] == ("before reset", "No episode is running: call reset() first")
+    assert reference[1] == ("reset", {"prompt": "call noop"}, {"task_id": "t-1", "seed": 7})
+    unknown = "Unknown tool: 'invented_tool'. This environment's tools: noop"
+    assert reference[2] == ("step", True, unknown, 0.0, False, False, {"step": 1, "unknown_tool": True})
+    assert reference[3] == ("step", True, unknown, 0.0, True, True, {"step": 2, "unknown_tool": True})
+    assert reference[4] == ("after", True, True, {"step": 2, "unknown_tool": True})
+    assert reference[5] == ("state", 2)
+    for kind in DOORS[1:]:
+        assert results[kind] == reference, f"{kind} differs from in-process"
+
+
+async def test_plain_agents_still_get_the_protocol_error_for_an_unknown_tool() -> None:
+    from mcp import Client
+
+    from mcpgym._protocol import STEP_KEY, episode_meta
+
+    server = mcpgym.GymServer(Briefed)
+    async with mcpgym.connect(server) as env:  # an mcpgym client, to name an episode on the wire
+        await env.reset()
+        assert env.episode_id is not None
+        meta = episode_meta(env.episode_id)
+        async with Client(server.mcp, mode="legacy") as agent:
+            with pytest.raises(mcpgym.MCPError) as caught:  # the wire stays spec-correct: -32602
+                await agent.call_tool("invented_tool", {}, meta=meta)
+    assert caught.value.code == -32602 and caught.value.message.startswith("Unknown tool")
+    stamp = {"v": 2, "reward": 0.0, "done": False, "terminated": False, "truncated": False, "step": 1}
+    assert caught.value.data == {STEP_KEY: stamp}

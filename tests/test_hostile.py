@@ -4,6 +4,7 @@ server keeps serving. Also the HTTP security defaults (token, DNS rebinding, bod
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,5 +129,5 @@ def test_unknown_methods_and_bad_params_are_json_rpc_errors(server_url: str) -> 
     bad = _modern_request(server_url, "mcpgym/reset", {"seed": "x", "_meta": {EPISODE_KEY: new_episode_id()}})
     assert bad["error"]["code"] == -32602
     good = _modern_request(server_url, "mcpgym/reset", {"seed": 1, "_meta": {EPISODE_KEY: new_episode_id()}})
-    assert good["result"]["observation"]["start"] >= 0
+    assert good["result"]["observation"]["start"] == random.Random(1).randint(0, 100)  # seeded as asked
     _still_serving(server_url)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
+
+import mcpgym
 
 ROOT = Path(__file__).resolve().parent.parent
 INTEROP = ROOT / "tests" / "interop"
@@ -118,47 +117,15 @@ async def run_client(transport: list[str]) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def echo_over_http() -> AsyncIterator[str]:
-    """`python -m servers.echo --http` on a free loopback port; always stopped on exit."""
-    port = free_port()
-    command = [sys.executable, "-m", "servers.echo", "--http", "--host", "127.0.0.1", "--port", str(port)]
-    # stdout/stderr are inherited, so pytest's fd capture shows the server's log on failure.
-    process = await anyio.open_process(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=None, stderr=None)
-    async with process:
-        try:
-            await wait_until_listening(process, port)
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            await stop(process)
+    """`python -m servers.echo --http` on a free loopback port; always stopped on exit.
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def wait_until_listening(process: Process, port: int) -> None:
-    """Poll the port for up to ten seconds: the server prints its banner before uvicorn has bound."""
-    with anyio.move_on_after(10):
-        while process.returncode is None:
-            try:
-                stream = await anyio.connect_tcp("127.0.0.1", port)
-            except OSError:
-                await anyio.sleep(0.05)
-                continue
-            await stream.aclose()
-            return
-    pytest.fail(f"servers.echo --http did not accept connections on port {port} (exit code {process.returncode})")
-
-
-async def stop(process: Process) -> None:
-    """Terminate, then kill if it has not exited within five seconds."""
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            process.terminate()
-        with anyio.move_on_after(5):
-            await process.wait()
-            return
-        process.kill()
-        await process.wait()
+    `--port 0` and the banner, which the server prints once its socket listens: no port to
+    guess, no polling."""
+    command = [sys.executable, "-m", "servers.echo", "--http", "--host", "127.0.0.1", "--port", "0"]
+    server = mcpgym.ServerProcess(command)
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        yield server.url
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(server.stop)

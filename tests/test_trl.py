@@ -25,6 +25,10 @@ import pytest
 from mcp.server import Server
 from pydantic import BaseModel, Field
 
+# Imported, not `importorskip`ped: without the trl extra this module fails to collect, so the
+# suite fails loudly (scripts/test.sh leaves it out on purpose where the extra has no wheels).
+from transformers.utils.chat_template_utils import get_json_schema
+
 import mcpgym
 import mcpgym.trl
 import servers
@@ -34,9 +38,6 @@ from mcpgym.trl._schema import tool_shape
 from servers.echo import Echo
 from tests.conftest import DOORS, door
 
-get_json_schema: Callable[[Callable[..., Any]], dict[str, Any]] = pytest.importorskip(
-    "transformers.utils.chat_template_utils"
-).get_json_schema
 assert_round_trip = assert_tool_round_trip
 
 
@@ -362,6 +363,23 @@ async def test_every_server_looks_the_same_over_every_door(env_cls: type[mcpgym.
             Env = await anyio.to_thread.run_sync(mcpgym.trl.environment_class, target)
             views.append(await anyio.to_thread.run_sync(view, Env))
     assert all(v == views[0] for v in views), views
+
+
+@pytest.mark.parametrize("target", ["servers.echo", "servers.echo:Echo"])
+def test_text_targets_run_in_process_through_the_one_parser(target: str) -> None:
+    Env = mcpgym.trl.environment_class(target)
+    assert getattr(Env, "_target") is Echo  # noqa: B009 - the class, not the text: in-process, picklable
+    env = Env()
+    env.reset(seed=0)
+    assert env.echo_message(message="orbit") == "orbit" and env.get_reward() == 1.0  # type: ignore[attr-defined]
+
+
+def test_reset_info_reaches_reward_functions_not_the_model() -> None:
+    from tests.envs import Briefed
+
+    env = mcpgym.trl.environment_class(Briefed)()
+    assert env.reset(seed=3) == '{"prompt": "call noop"}'
+    assert env.reset_info == {"task_id": "t-1", "seed": 3}
 
 
 def test_a_tool_call_before_reset_fails() -> None:

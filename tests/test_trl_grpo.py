@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytest.importorskip("trl")
+
+import trl  # noqa: F401 - not importorskip: a missing extra fails the suite (see tests/test_suite.py)
 
 import mcpgym.trl
 

@@ -7,9 +7,9 @@ driven in-process, over stdio or over streamable HTTP with identical results.
 
 from mcpgym._check import check_environment
 from mcpgym._cli import run
-from mcpgym._connect import Target, connect, load_environment
+from mcpgym._connect import Target, TargetError, connect, load_environment
 from mcpgym._env import AsyncEnv
-from mcpgym._environment import Environment
+from mcpgym._environment import Environment, Reset
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
@@ -37,6 +37,7 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "Reset",
     "RunSpec",
     "ServerProcess",
     "SpecError",
@@ -44,6 +45,7 @@ __all__ = [
     "StepResult",
     "SyncEnv",
     "Target",
+    "TargetError",
     "ToolError",
     "Trajectory",
     "__version__",

@@ -26,13 +26,12 @@ from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD, serve_http
 from mcpgym._server import GymServer
 from mcpgym._spec import RunSpec, SpecError, is_spec, load_spec, spec_defaults, spec_target
+from mcpgym._target import FORMS
+from mcpgym._types import UNKNOWN_TOOL_INFO
 
-_TARGETS = """\
-TARGET is what to talk to:
-  servers.echo:Echo            an Environment class, run in this process (no transport)
-  http://127.0.0.1:8000/mcp    a server over streamable HTTP
-  "python -m servers.echo"     a command to launch, spoken to over stdio
-  mcpgym.yaml                  a run spec naming any of these (and how to serve it)
+_TARGETS = f"""\
+TARGET is what to talk to (modules are found from the working directory, as with `python -m`):
+{FORMS}
 """
 
 _EPILOG = f"""\
@@ -83,6 +82,12 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="require 'Authorization: Bearer TOKEN' on HTTP (default: $MCPGYM_TOKEN; unset: no auth)",
     )
     parser.add_argument(
+        "--stateless-agents",
+        action="store_true",
+        help="let agents that never reset use the 2026-07-28 stateless HTTP wire, where each of their tool calls "
+        "is an episode of its own (default: they are kept on session-based HTTP, one episode per session)",
+    )
+    parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest HTTP request body (%(default)s)"
     )
     parser.add_argument(
@@ -122,6 +127,7 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
         "token": args.token,
         "max_body_bytes": args.max_body_bytes,
         "web": args.web,
+        "stateless_agents": args.stateless_agents,
     }
     stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     if stopped_by is not None:
@@ -167,7 +173,9 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument(
-        "env", metavar="MODULE:CLASS", help="the Environment class (servers.echo:Echo), or a run spec (mcpgym.yaml)"
+        "env",
+        metavar="ENV",
+        help="the Environment: servers.echo:Echo, servers.echo (its one class), path/to/env.py, or a run spec",
     )
     _add_serve_options(serve)
 
@@ -190,7 +198,7 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     call.add_argument("--options", default=None, metavar="JSON", help="options object for reset()")
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
-    check.add_argument("env", metavar="MODULE:CLASS")
+    check.add_argument("env", metavar="ENV", help="servers.echo:Echo, servers.echo, or path/to/env.py")
 
     view = sub.add_parser("view", help="review recorded runs in a browser (--record dirs, rollout --out files)")
     view.add_argument("runs", metavar="RUNS", nargs="+", help="directories and JSONL files to show")
@@ -305,6 +313,8 @@ async def _call(args: argparse.Namespace) -> int:
     async with connect(args.target) as env:
         await env.reset(seed=args.seed, options=options)
         result = await env.call_tool(args.tool, arguments)
+    if UNKNOWN_TOOL_INFO in result.info:  # a typo on the command line: one line, not a result dump
+        raise SystemExit(f"mcpgym: {result.text}")
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
     print(json.dumps(body, indent=2))
     flags = f"done={result.done} terminated={result.terminated} truncated={result.truncated}"
@@ -314,6 +324,9 @@ async def _call(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    if "" not in sys.path and "." not in sys.path and os.getcwd() not in sys.path:
+        # Once, here, as `python -m` does: a command line names modules in the working directory.
+        sys.path.insert(0, "")
     args = _parser().parse_args(argv)
     spec = _spec_of(args)
     if spec is not None:  # parse again with the spec's settings as defaults: flags given still win

@@ -43,7 +43,8 @@ class AsyncEnv(abc.ABC):
     @overload
     async def step(self, action: ListToolsAction) -> StepResult[list[types.Tool]]: ...
     async def step(self, action: Action) -> StepResult[types.CallToolResult] | StepResult[list[types.Tool]]:
-        """Take one action. A tool call returns its MCP result with reward and done attached."""
+        """Take one action. A tool call returns its MCP result with reward and done attached;
+        one to a tool the environment lacks is an `is_error` step with `info["unknown_tool"]`."""
         if isinstance(action, ListToolsAction):
             return StepResult[list[types.Tool]](observation=await self.list_tools())
         # call_tool's body, not a call to it: one coroutine frame less per step.

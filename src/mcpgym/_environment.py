@@ -3,7 +3,9 @@
 Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 
 - Each episode gets its own instance. `reset(seed, options)` starts the episode and returns
-  the first observation (anything JSON can carry). It may be `async def` or plain `def`.
+  the first observation (anything JSON can carry), or `Reset(observation, info)` to attach an
+  `info` dict as well (Gymnasium's `(obs, info)`; clients get it as `reset().info`). It may be
+  `async def` or plain `def`.
 - Methods decorated with `@mcpgym.tool` are the actions. Inside one, `self.reward(x)` adds
   `x` to this step's reward and `self.finish(reward=None)` ends the episode after this step,
   optionally with a final reward. A tool's return value is its observation, converted to MCP
@@ -29,7 +31,7 @@ import math
 import random
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from mcpgym._host import Host, Release
@@ -48,6 +50,19 @@ class StepLedger:
     signals: dict[str, Any] | None = None
     stranded: bool = False
     """The call timed out in a worker thread that cannot be stopped: the episode must end."""
+
+
+@dataclass(frozen=True)
+class Reset:
+    """What `Environment.reset` may return to give the first observation *and* an `info` dict
+    (JSON-compatible; never shown to agents), which `env.reset()` returns as `StepResult.info`
+    on every door. A bare return value is the observation with empty info, as before.
+
+    A class rather than a tuple: a tuple is a valid observation (a JSON list) today, and reading
+    `(a, b)` as `(obs, info)` would silently change what such environments return."""
+
+    observation: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 LEDGER: contextvars.ContextVar[StepLedger | None] = contextvars.ContextVar("mcpgym_ledger", default=None)

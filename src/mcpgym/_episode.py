@@ -22,14 +22,14 @@ import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from mcpgym._environment import LEDGER, Environment, StepLedger
+from mcpgym._environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._host import Host
 from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._scoring import EpisodeScore
 from mcpgym._tools import ToolSpec
-from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym._types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym.rubrics._core import Rubric
 
 logger = logging.getLogger("mcpgym")
@@ -120,12 +120,15 @@ class Episode:
         self.seed = seed
         self.env.rng = random.Random(seed)
         try:
-            observation = await _run_user(self.env.reset, seed=seed, options=options)
+            returned = await _run_user(self.env.reset, seed=seed, options=options)
+            observation, info = (returned.observation, returned.info) if isinstance(returned, Reset) else (returned, {})
+            if not isinstance(info, dict):
+                raise TypeError(f"Reset.info must be a dict, not {type(info).__name__}")
             jsonable = pydantic_core.to_jsonable_python(observation)  # raises on what JSON cannot carry
+            info = dict(pydantic_core.to_jsonable_python(info))
         except Exception as exc:
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
-        info: dict[str, Any] = {}
         if (rubric := self.env.rubric) is not None:
             if not isinstance(rubric, Rubric):  # set by a constructor (a class attribute is checked at definition)
                 raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.rubric is not an mcpgym.rubrics.Rubric")
@@ -161,7 +164,11 @@ class Episode:
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """One step, as the MCP server answers it: the result with its step stamp in `_meta`."""
+        """One step, as the MCP server answers it: the result with its step stamp in `_meta`.
+
+        An unknown tool is a protocol error on the wire, as the MCP spec has it; the step it
+        counted rides in the error's `data`, from which mcpgym's client rebuilds the same
+        `is_error` step the in-process door returns."""
         step = await self.step(name, arguments)
         result = step.observation  # always this step's own object (see _convert), so stamp it in place
         stamp = {
@@ -176,15 +183,19 @@ class Episode:
             stamp["components"] = step.components
         if stamp["reward"] != stamp["reward"]:  # NaN: unscored. JSON has no NaN: null says it.
             stamp["reward"] = None
+        if UNKNOWN_TOOL_INFO in step.info:  # on the wire a protocol error, its step in the data
+            raise MCPError(INVALID_PARAMS, step.text, {STEP_KEY: stamp})
         result.meta = {**(result.meta or {}), STEP_KEY: stamp}
         return result
 
     async def step(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
         """Run one tool call as one step, with its reward and done attached (what the in-process
-        door returns as it stands). Unknown tools are protocol errors; all else is a result."""
+        door returns as it stands). Every call is a result; an unknown tool's is an `is_error`
+        step marked `info[UNKNOWN_TOOL_INFO]` (rfcs/0001: what an RL loop sees), counted like
+        any other call so `max_steps` still ends a policy that only invents names."""
         spec = self.tools.get(name)
         if spec is None:
-            raise unknown_tool(name, self.tools)
+            return await self._unknown(name, arguments)
         if not self._turns.take_nowait():
             await self._turns.wait()
         try:
@@ -229,6 +240,30 @@ class Episode:
                 outcome = await self._finish_scoring(outcome)
             if self._log is not None:
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
+                self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+            return outcome
+        finally:
+            self._turns.release()
+
+    async def _unknown(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
+        """An unknown tool's step: counted (reward 0) unless the episode is already over."""
+        if not self._turns.take_nowait():
+            await self._turns.wait()
+        try:
+            if self.closed:
+                raise unknown_episode()
+            message = unknown_tool(name, self.tools).message
+            if self.done:
+                return unknown_tool_step(message, True, self.truncated, self.step_count)  # counts nothing
+            arguments = arguments or {}
+            started = time.time()
+            ledger = StepLedger()
+            outcome = self._account(_error(message), ledger, name, arguments)
+            if self.score is not None and self.done and not self.score.finished:
+                outcome = await self._finish_scoring(outcome)
+            outcome.info[UNKNOWN_TOOL_INFO] = True  # this step's own dict (tool_step builds one per step)
+            if self._log is not None:
+                own = None if self.score is None else ledger.reward
                 self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
             return outcome
         finally:

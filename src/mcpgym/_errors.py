@@ -1,9 +1,11 @@
 """Errors mcpgym raises, by boundary.
 
     MCPError (from the mcp SDK)            a protocol error: the request itself was refused
-    │                                      (unknown tool, unknown or expired episode, server
-    │                                      at capacity). Raised identically in-process and over
-    │                                      every MCP door, with the same code and message.
+    │                                      (unknown or expired episode, server at capacity).
+    │                                      Raised identically in-process and over every MCP
+    │                                      door, with the same code and message. An unknown
+    │                                      tool is one on the wire (-32602) but a counted
+    │                                      `is_error` step in the Gym API (rfcs/0001).
     └── (no subclasses: codes and messages carry the detail)
 
     ToolError                              raise inside a tool to fail the call on purpose: the

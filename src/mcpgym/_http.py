@@ -27,6 +27,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.server import HANDLED_SIGNALS
 
+from mcpgym._plain_agents import SessionsForPlainAgents
+
 if TYPE_CHECKING:
     from mcpgym._server import GymServer
 
@@ -74,12 +76,16 @@ def http_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
     web: bool = False,
+    stateless_agents: bool = False,
 ) -> ASGIApp:
     """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
 
     DNS-rebinding protection is always on: the Host (and any Origin) must be a loopback name,
     the address bound (when it is a specific one), or one of `allowed_hosts`. `web` adds the
-    page at /web (mcpgym.web), under the same checks and token."""
+    page at /web (mcpgym.web), under the same checks and token. Agents that never reset are kept
+    on session-based HTTP, so their calls share one episode whatever revision they prefer
+    (`_plain_agents`); `stateless_agents=True` lets them use the 2026-07-28 stateless wire,
+    where each of their tool calls is an episode of its own."""
     security = security_settings(host, allowed_hosts)
     page, page_routes = None, []
     if web:
@@ -99,7 +105,8 @@ def http_app(
     )
     if page is not None:
         app.state.before_shutdown = [page.hub.stop]
-    return BearerAuth(app, token, public=is_public if page else None) if token else app
+    served: ASGIApp = app if stateless_agents else SessionsForPlainAgents(app)
+    return BearerAuth(served, token, public=is_public if page else None) if token else served
 
 
 def security_settings(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:

@@ -19,15 +19,18 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcpgym._env import AsyncEnv
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,
+    EXTENSION_ID,
+    STEP_KEY,
     CloseRequest,
     CloseResult,
     EpisodeParams,
@@ -36,10 +39,11 @@ from mcpgym._protocol import (
     ResetResult,
     StateRequest,
     StateResult,
+    StepMeta,
     episode_meta,
     split_meta,
 )
-from mcpgym._types import EpisodeState, ToolStep, tool_step
+from mcpgym._types import EpisodeState, ToolStep, tool_step, unknown_tool_step
 
 MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 
@@ -58,6 +62,17 @@ def _first_leaf(error: BaseException) -> BaseException:
 def _ssl_context() -> ssl.SSLContext:
     # One shared context: building one loads the CA bundle (~30 ms), once per env otherwise.
     return ssl.create_default_context()
+
+
+def _unknown_tool(exc: MCPError) -> ToolStep | None:
+    """The step an mcpgym server counted for an unknown tool (its stamp rides in the protocol
+    error's data), as the in-process door returns it; None for any other error."""
+    data = exc.data
+    if exc.code != INVALID_PARAMS or not isinstance(data, dict) or not isinstance(data.get(STEP_KEY), dict):
+        return None
+    stamp = StepMeta.model_validate(data[STEP_KEY])
+    components = stamp.components or None
+    return unknown_tool_step(exc.message, stamp.done, stamp.truncated, stamp.step, stamp.reward, components)
 
 
 class MCPEnv(AsyncEnv):
@@ -96,7 +111,10 @@ class MCPEnv(AsyncEnv):
                     )
                 )
                 server = streamable_http_client(server, http_client=self._http)
-            client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout)
+            # Advertising the Gym extension tells a server this client names its episodes, so it
+            # may stay on the stateless wire (mcpgym._plain_agents keeps other agents on sessions).
+            gym = [advertise(EXTENSION_ID)]
+            client = Client(server, mode=self.mode, read_timeout_seconds=self.read_timeout, extensions=gym)
             self._client = await stack.enter_async_context(client)
             self._stack = stack.pop_all()
 
@@ -152,7 +170,13 @@ class MCPEnv(AsyncEnv):
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         meta = None if self._plain else episode_meta(episode_id)
-        result = await self.client.call_tool(name, arguments, meta=meta)
+        try:
+            result = await self.client.call_tool(name, arguments, meta=meta)
+        except MCPError as exc:
+            step = _unknown_tool(exc)
+            if step is None:
+                raise
+            return step
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
             result = result.model_copy(update={"meta": own_meta})

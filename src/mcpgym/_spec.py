@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES
+from mcpgym._target import FILE_FORMATS, ParsedTarget, TargetError, parse
 
 SUFFIXES = (".yaml", ".yml")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -206,7 +207,7 @@ def _suggestion(loc: list[Any]) -> str:
 def spec_target(spec: RunSpec) -> Any:
     """What `mcpgym.connect` should open for `spec`: a class (or partial with `args`), URL or command."""
     if _IMPORT_PATH.match(spec.environment):
-        from mcpgym._connect import load_environment
+        from mcpgym._target import load_environment
 
         cls = load_environment(spec.environment)
         return functools.partial(cls, **spec.args) if spec.args else cls
@@ -226,6 +227,19 @@ def open_spec(path: str | os.PathLike[str], headers: dict[str, str] | None) -> t
     spec = load_spec(path)
     merged = {**connect_options(spec).get("headers", {}), **(headers or {})}
     return spec_target(spec), merged or None
+
+
+def _spec_file(path: Path, name: str | None) -> ParsedTarget:
+    """The run-spec form of the one target grammar: what the spec's `environment` names."""
+    if name is not None:
+        raise TargetError(f"{path}: a run spec names one environment; drop ':{name}'", forms=False)
+    try:
+        return parse(spec_target(load_spec(path)))
+    except SpecError as exc:
+        raise TargetError(str(exc), forms=False) from None
+
+
+FILE_FORMATS.update({suffix: _spec_file for suffix in SUFFIXES})
 
 
 def spec_defaults(command: str, spec: RunSpec) -> dict[str, Any]:

@@ -163,3 +163,19 @@ def tool_step(
 
 
 _TOOL_STEP_FIELDS = {"observation", "reward", "done", "truncated", "info", "terminated", "components"}
+
+
+UNKNOWN_TOOL_INFO = "unknown_tool"
+"""The `StepResult.info` key (value True) that marks the step of a call to a tool the
+environment does not have (rfcs/0001: what an RL loop sees when a policy invents a name)."""
+
+
+def unknown_tool_step(
+    message: str, done: bool, truncated: bool, step: int, reward: float = 0.0, components: Components | None = None
+) -> ToolStep:
+    """The `is_error` step of a call to an unknown tool, identical on every door (its reward is
+    0 unless a rubric scores such steps)."""
+    result = types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    outcome = tool_step(result, reward, done, truncated, step, components)
+    outcome.info[UNKNOWN_TOOL_INFO] = True
+    return outcome

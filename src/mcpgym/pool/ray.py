@@ -31,8 +31,8 @@ import ray
 import ray.exceptions
 import ray.util
 
-from mcpgym._connect import load_environment
 from mcpgym._server import GymServer
+from mcpgym._target import load_environment
 from mcpgym.pool._replicas import Pool
 
 
@@ -89,7 +89,8 @@ class EnvServer:
 
 
 class RayPool:
-    """Start `replicas` `EnvServer` actors for `target` (`"package.module:Class"`).
+    """Start `replicas` `EnvServer` actors for `target` (`"package.module:Class"`, `"package.module"` or
+    `"path/to/env.py[:Class]"`: text each actor loads; see `mcpgym.connect`).
 
     `address`: `ray.init(address=…)` when Ray is not initialised yet (`"auto"` joins an
     existing cluster; None starts a local instance); an initialised Ray is used as is.

@@ -53,16 +53,15 @@ from typing import Any, ClassVar
 
 import mcp_types as types
 
-from mcpgym._connect import Target, connect, load_environment
+from mcpgym._connect import Target, connect
 from mcpgym._environment import Environment
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._protocol import RUBRIC_KEY
 from mcpgym._spec import connect_options as connect_options_of
 from mcpgym._spec import is_spec, load_spec, spec_target
+from mcpgym._target import parse
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
-
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # as mcpgym.connect reads targets
 
 
 class EnvironmentToolError(RuntimeError):
@@ -104,6 +103,7 @@ class MCPEnvironment:
         self._pending = False
         """The rubric has trajectory components: an unfinished episode is scored by closing it."""
         self._terminated = self._truncated = False
+        self._reset_info: dict[str, Any] = {}
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
@@ -113,6 +113,7 @@ class MCPEnvironment:
         self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
         self._components, self._scored, self._terminated, self._truncated = {}, False, False, False
         self._pending = bool((first.info.get(RUBRIC_KEY) or {}).get("trajectory"))
+        self._reset_info = dict(first.info)
         text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
 
@@ -163,6 +164,12 @@ class MCPEnvironment:
     def done(self) -> bool:
         """The current episode has ended (the environment said done or truncated)."""
         return self._done
+
+    @property
+    def reset_info(self) -> dict[str, Any]:
+        """The `info` the environment's `reset` returned (`mcpgym.Reset(..., info=...)`), e.g.
+        for a reward function that needs the task's metadata; never shown to the model."""
+        return self._reset_info
 
     @property
     def episode_return(self) -> float:
@@ -216,9 +223,9 @@ def environment_class(
     """A class for `GRPOTrainer(environment_factory=...)`, with one method per MCP tool of `target`.
 
     `target` is anything `mcpgym.connect` accepts; an Environment class (or
-    `"package.module:Class"`) runs in-process, which is the cheapest door since calls
-    multiply by rollouts x turns. The tools are listed once, now. `name` is the class name
-    (TRL logs the reward as `rewards/<name>/mean`); by default the environment's name plus
+    `"package.module:Class"`, `"package.module"`, `"path/to/env.py"`) runs in-process, which
+    is the cheapest door since calls multiply by rollouts x turns. The tools are listed once,
+    now. `name` is the class name (TRL logs the reward as `rewards/<name>/mean`); by default the environment's name plus
     `Env`. Dataset columns named in `option_columns` are passed to `reset` inside `options`.
     `observation` turns the first observation into prompt text (default: strings as they
     are, anything else as JSON; None leaves the prompt alone). `connect_options` go to
@@ -227,8 +234,9 @@ def environment_class(
     if is_spec(target):  # an mcpgym.yaml run spec: its class (or partial), resolved once
         spec = load_spec(target)
         target, connect_options = spec_target(spec), {**connect_options_of(spec), **connect_options}
-    if isinstance(target, str) and _IMPORT_PATH.match(target):
-        target = load_environment(target)  # a class: picklable, and in-process for every instance
+    parsed = parse(target)
+    if parsed.form == "environment":
+        target = parsed.value  # `module:Class`, `module`, `file.py`: a class, in-process for every instance
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)
     namespace: dict[str, Any] = {
         "_target": target,
@@ -305,8 +313,9 @@ class ComponentReward:
 
 def _component_names(env: Any) -> list[str]:
     target = getattr(env, "_target", env)
-    if isinstance(target, str) and _IMPORT_PATH.match(target):
-        target = load_environment(target)
+    parsed = parse(target)
+    if parsed.form == "environment":
+        target = parsed.value
     cls = target.func if isinstance(target, functools.partial) else target
     rubric = getattr(cls, "rubric", None)
     if isinstance(target, functools.partial) and target.keywords.get("rubric") is not None:
