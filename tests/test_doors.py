@@ -98,7 +98,7 @@ async def test_echo_transcript_is_what_the_script_expects() -> None:
     # An invented tool name is an is_error step on every door (counted, reward 0), marked in info.
     assert steps[6][:2] == ("step", "no_such_tool") and steps[6][2]["is_error"] is True
     assert steps[6][2]["content"][0]["text"].startswith("Unknown tool: 'no_such_tool'")
-    assert steps[6][3:] == (0.0, False, False, {"step": 5, "unknown_tool": True})
+    assert steps[6][3:] == (0.0, False, False, {"step": 5, "unknown_tool": True}, False, {})
     assert steps[7][3:5] == (0.0, False)
     assert steps[8][3:5] == (1.0, True)
     assert steps[9][2]["is_error"] is True and steps[9][4] is True and steps[9][3] == 0.0
