@@ -222,6 +222,7 @@ async def rollout(
     out: str | Path | None = None,
     on_trajectory: Callable[[Trajectory], None] | None = None,
     progress: bool = False,
+    tasks: Sequence[mcpgym.Task] | None = None,
 ) -> list[Trajectory]:
     """Play `episodes` episodes of `env_target` with `policy`, at most `concurrency` at a time.
 
@@ -229,7 +230,12 @@ async def rollout(
     or a sequence cycled through by index, e.g. one `{"task_id": ...}` per task). Each finished
     trajectory is appended to `out` as one JSON line (flushed at once) and passed to
     `on_trajectory`. Returns all trajectories in index order, failed ones included.
+
+    `tasks` (e.g. `await mcpgym.list_tasks(target)`, the server's task catalog) replaces `seed`
+    and `options`: episode i plays task i, cycling through them when there are more episodes.
     """
+    if tasks is not None and not tasks:
+        raise ValueError("tasks is empty: this environment's catalog lists no tasks")
     run = _Run(
         targets.resolve(env_target),
         policy,
@@ -239,6 +245,7 @@ async def rollout(
         seed=seed,
         options=options,
         on_trajectory=on_trajectory,
+        tasks=tasks,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -267,6 +274,7 @@ class _Run:
     seed: int | None
     options: Options
     on_trajectory: Callable[[Trajectory], None] | None
+    tasks: Sequence[mcpgym.Task] | None = None
     sinks: list[Callable[[Trajectory], None]] = field(default_factory=list)
     finished: list[Trajectory] = field(default_factory=list)
 
@@ -298,9 +306,13 @@ class _Run:
                 log.exception("harness: delivering episode %d to %r failed", trajectory.index, deliver)
 
     def _seed(self, index: int) -> int | None:
+        if self.tasks:
+            return self.tasks[index % len(self.tasks)].seed
         return None if self.seed is None else self.seed + index
 
     def _options(self, index: int) -> dict[str, Any] | None:
+        if self.tasks:
+            return dict(self.tasks[index % len(self.tasks)].options)
         if self.options is None or isinstance(self.options, dict):
             return self.options
         return dict(self.options[index % len(self.options)])

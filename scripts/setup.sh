@@ -23,6 +23,8 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast]" "torch==2.13.0"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
+  # The official MCP conformance suite, run against every shipped server (pinned by its lock file).
+  npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 else
   .venv/bin/pip install --quiet --disable-pip-version-check -e .
 fi

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import random
 import sys
 from pathlib import Path
@@ -98,7 +99,7 @@ async def test_every_door_deals_the_same_game() -> None:
 async def test_rollout_loop_example_basic_strategy_beats_random() -> None:
     sys.path.insert(0, str(EXAMPLE.parent))
     try:
-        import rollout_loop_blackjack as example
+        example = importlib.import_module("rollout_loop_blackjack")
     finally:
         sys.path.remove(str(EXAMPLE.parent))
     means = await example.main(["--games", "400", "--concurrency", "8"])

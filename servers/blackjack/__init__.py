@@ -8,6 +8,7 @@ The deck is shuffled from the episode's seed, so a seed deals the same game on e
 
 from __future__ import annotations
 
+import random
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -60,6 +61,20 @@ class Blackjack(mcpgym.Environment):
         """Keep your hand; the dealer plays and the game is scored."""
         self.game.stand()
         return self._end(f"The dealer finished on {total(self.game.dealer)[0]}.")
+
+    def catalog(self) -> list[mcpgym.Task]:
+        """The first `CATALOG_SIZE` seeds as named games (the prompt shows only the visible table)."""
+        return [self._task(seed) for seed in range(CATALOG_SIZE)]
+
+    def _task(self, seed: int) -> mcpgym.Task:
+        self.game = Game.deal(random.Random(seed))  # what reset(seed) deals: the same RNG, the same shuffle
+        table = _describe(self._table("Your turn: hit or stand?"))
+        return mcpgym.Task(
+            id=f"blackjack/seed/{seed}",
+            prompt=f"{_rules(type(self))}\n\n{table}",
+            title=f"Blackjack, seed {seed}",
+            seed=seed,
+        )
 
     def state_info(self) -> dict[str, Any]:
         return {"outcome": self.game.outcome} if hasattr(self, "game") else {}

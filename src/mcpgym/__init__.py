@@ -5,6 +5,7 @@ never see; reward and done travel in every tool result's `_meta`. The same envir
 driven in-process, over stdio or over streamable HTTP with identical results.
 """
 
+from mcpgym._catalog import Task
 from mcpgym._check import check_environment
 from mcpgym._cli import run
 from mcpgym._connect import Target, connect, load_environment
@@ -16,6 +17,7 @@ from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
 from mcpgym._sync import SyncEnv, connect_sync
+from mcpgym._task_list import list_tasks
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
 
@@ -39,12 +41,14 @@ __all__ = [
     "StepResult",
     "SyncEnv",
     "Target",
+    "Task",
     "ToolError",
     "Trajectory",
     "__version__",
     "check_environment",
     "connect",
     "connect_sync",
+    "list_tasks",
     "load_environment",
     "read_trajectories",
     "run",

@@ -11,6 +11,7 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 - `max_steps` (class attribute) truncates an episode after that many tool calls.
 - `self.rng` is a `random.Random` seeded from `reset(seed=...)` before `reset` runs.
 - `close()` releases resources; mcpgym calls it exactly once per instance.
+- `catalog()` lists the tasks the environment offers (MCP prompts and resources; see `_catalog`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import functools
 import inspect
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from mcpgym._catalog import Task
 from mcpgym._tools import ToolSpec, collect_tools
 
 
@@ -77,6 +79,12 @@ class Environment:
     def state_info(self) -> dict[str, Any]:
         """Extra, JSON-compatible facts for `env.state()` (never shown to agents). Override."""
         return {}
+
+    def catalog(self) -> Sequence[Task]:
+        """The tasks this environment offers, in a stable order: served as MCP prompts and
+        resources and listed by `mcpgym.list_tasks`. Override; called once per server on an
+        instance that is never reset (then closed). Nothing a grader uses may go in a Task."""
+        return ()
 
     def reward(self, value: float) -> None:
         """Add `value` to the reward of the current tool call."""

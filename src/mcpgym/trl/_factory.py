@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpgym._catalog import Task
 from mcpgym._connect import Target
 from mcpgym.trl._environment import MCPEnvironment, environment_class
 
@@ -47,11 +48,12 @@ class EnvironmentFactory:
 
 def dataset(
     env: type[MCPEnvironment] | EnvironmentFactory | Target,
-    seeds: int | Iterable[int],
+    seeds: int | Iterable[int] | None = None,
     *,
     prompt: str | None = None,
     system: str | None = None,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    tasks: Sequence[Task] | None = None,
 ) -> Dataset:
     """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given
     (stored as JSON text, so rows may differ in keys and types).
@@ -61,7 +63,16 @@ def dataset(
     (`range(seeds)`) or the seeds themselves; `options` one mapping for every row or one per
     seed (task ids, say). The user message is `prompt`, by default the environment's
     instructions; `reset` appends the first observation to it.
+
+    `tasks` (e.g. `mcpgym.list_tasks`'s answer: the server's task catalog) gives one row per
+    task instead, with the task's own seed and options.
     """
+    if tasks is not None:
+        if seeds is not None or options is not None:
+            raise ValueError("give tasks, or seeds (and options), not both")
+        seeds, options = [t.seed for t in tasks], [t.options for t in tasks]  # type: ignore[misc]
+    if seeds is None:
+        raise ValueError("dataset() needs seeds (a count or the seeds) or tasks")
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install
