@@ -41,6 +41,7 @@ from harness import target as targets
 from harness.policy import Policy, openai_tools
 from harness.progress import Progress
 from harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
+from mcpgym._content import data_url, images
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
 log = logging.getLogger("harness")
@@ -155,9 +156,24 @@ async def _play(
             for call in reply.tool_calls[len(steps) :]:
                 steps.append(_answer(episode, call, _refusal(call, UNANSWERED)))
             episode.turns.append(Turn(assistant=reply, steps=steps))
+            if pictures := image_message(steps):
+                episode.messages.append(pictures)
         if episode.done or not reply.tool_calls:
             episode.stop = ("truncated" if episode.truncated else "done") if episode.done else "no_tool_calls"
             return
+
+
+def image_message(steps: list[Step]) -> Message | None:
+    """The images this turn's tool results returned, as one user message of OpenAI-style image
+    parts (chat-completions tool messages carry text only), after the turn's tool messages."""
+    parts: list[dict[str, Any]] = []
+    for step in steps:
+        for url in step.images:
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    if not parts:
+        return None
+    intro = {"type": "text", "text": "The images returned by the tool calls above, in order:"}
+    return {"role": "user", "content": [intro, *parts]}
 
 
 UNANSWERED = "Error: the episode failed before this call was answered; the environment may or may not have run it."
@@ -196,6 +212,7 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
         tool=call.name,
         arguments=call.arguments,
         output=tool_text(result.observation),
+        images=[data_url(image) for image in images(result.observation)],
         is_error=result.is_error,
         reward=result.reward,
         done=result.done,

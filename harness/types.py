@@ -85,6 +85,9 @@ class Step(_Frozen):
     reward: float = 0.0
     done: bool = False
     truncated: bool = False
+    images: list[str] = Field(default_factory=list, exclude=True, repr=False)
+    """The result's images as `data:` URLs, shown to the model as image parts; not written out
+    (`output` names each one by type, size and hash)."""
 
 
 class Turn(_Frozen):

@@ -20,7 +20,7 @@ if [ "${1:-}" = "--test" ]; then
   # torch first, pinned: 2.13.0 is the CPU wheel these machines carry; an unpinned torch
   # (asked for by trl) would fetch a multi-GB CUDA build.
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast]" "torch==2.13.0"
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,vision,reasoning]" "torch==2.13.0"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The official MCP conformance suite, run against every shipped server (pinned by its lock file).

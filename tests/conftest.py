@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 import uvicorn
+from mcp import StdioServerParameters
+from mcp.client.stdio import get_default_environment
 from starlette.types import ASGIApp
 
 import mcpgym
@@ -62,10 +66,19 @@ async def door(kind: str, env: type[mcpgym.Environment] = Echo) -> AsyncIterator
     elif kind == "memory":
         yield mcpgym.GymServer(env)
     elif kind == "stdio":
-        yield [sys.executable, "-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        yield stdio_command("-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}")
     else:
         async with serve_gym(env) as (_, url):
             yield url
+
+
+def stdio_command(*args: str) -> StdioServerParameters:
+    """This interpreter running `args`, importing mcpgym and the servers from this checkout (the
+    SDK passes a child only a few environment variables, so say where they are)."""
+    source = str(Path(mcpgym.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**get_default_environment(), "PYTHONPATH": os.pathsep.join([source, root])}
+    return StdioServerParameters(command=sys.executable, args=list(args), env=env)
 
 
 @pytest.fixture(params=DOORS)

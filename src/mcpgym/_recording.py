@@ -10,6 +10,9 @@ so a killed server leaves every completed step on disk:
     {"event": "reset", "episode_id", "environment", "seed", "options", "observation", "implicit", "time"}
     {"event": "step", "tool", "arguments", "result", "reward", "done", "truncated", "step", "time", "duration"}
     {"event": "close", "step_count", "total_reward", "done", "truncated", "time"}
+
+Images and audio are stored once each under `DIR/blobs/` and referenced from the line
+(`_blobs`); `read_trajectories` puts them back.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import IO, Any, Literal
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
+
+from mcpgym._blobs import BlobStore, restore
 
 
 class StepRecord(BaseModel):
@@ -79,7 +84,7 @@ class Recorder:
         while path.exists():
             path = self.directory / f"{episode_id}.{retry}.jsonl"
             retry += 1
-        return EpisodeLog(path, episode_id, environment, seed, options, implicit)
+        return EpisodeLog(path, episode_id, environment, seed, options, implicit, BlobStore(self.directory))
 
 
 class EpisodeLog:
@@ -91,7 +96,9 @@ class EpisodeLog:
         seed: int | None,
         options: dict[str, Any] | None,
         implicit: bool,
+        blobs: BlobStore | None = None,
     ) -> None:
+        self._blobs = blobs if blobs is not None else BlobStore(path.parent)
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
         self._header = {
             "episode_id": episode_id,
@@ -102,7 +109,7 @@ class EpisodeLog:
         }
 
     def reset(self, observation: Any) -> None:
-        self._write({"event": "reset", **self._header, "observation": observation})
+        self._write({"event": "reset", **self._header, "observation": self._blobs.externalize(observation)})
 
     def step(
         self,
@@ -122,7 +129,7 @@ class EpisodeLog:
                 "event": "step",
                 "tool": tool,
                 "arguments": arguments,
-                "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "result": self._blobs.externalize(result.model_dump(mode="json", by_alias=True, exclude_none=True)),
                 "reward": reward,
                 "done": done,
                 "truncated": truncated,
@@ -167,7 +174,7 @@ def _read(path: Path) -> Trajectory | None:
     closed = False
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            record = json.loads(line)
+            record = restore(json.loads(line), path.parent)
         except json.JSONDecodeError:
             break  # the server died mid-write: everything before this line is intact
         kind: Literal["reset", "step", "close"] = record.pop("event")

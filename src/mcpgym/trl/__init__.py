@@ -26,6 +26,7 @@ from mcpgym.trl._environment import (
     MCPEnvironment,
     ToolCallError,
     environment_class,
+    multimodal_content,
     tool_text,
 )
 from mcpgym.trl._factory import EnvironmentFactory, dataset
@@ -46,5 +47,6 @@ __all__ = [
     "close",
     "dataset",
     "environment_class",
+    "multimodal_content",
     "tool_text",
 ]
