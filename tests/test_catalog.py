@@ -161,3 +161,13 @@ def test_trl_dataset_draws_rows_from_the_catalog() -> None:
     assert [json.loads(r) if isinstance(r, str) else r for r in rows["options"]][2] == {"task_id": "HumanEval/2"}
     with pytest.raises(ValueError, match="not both"):
         mcpgym.trl.dataset(Coding, 4, tasks=tasks)
+
+
+async def test_listing_a_shared_instance_leaves_its_episode_alone() -> None:
+    shared = Blackjack()
+    async with mcpgym.connect(shared) as env:
+        first = await env.reset(seed=3)
+        assert len(await mcpgym.list_tasks(shared, limit=5)) == 5
+        result = await env.step(mcpgym.CallToolAction(tool_name="stand"))
+    table = result.observation.structured_content
+    assert table is not None and table["your_cards"] == first.observation["your_cards"]

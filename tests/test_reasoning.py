@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
@@ -107,3 +108,24 @@ def test_cli_refuses_unknown_datasets_plainly() -> None:
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode != 0 and "unknown dataset(s) nope" in done.stderr
+
+
+async def test_partial_credit_only_when_asked_for() -> None:
+    mix = Mix.parse("spell_backward", size=50, seed=0)
+    entry = truth("spell_backward/0/0")
+    almost = entry["answer"][:-1]  # one letter short: reasoning-gym's scorer gives partial credit
+    rewards = []
+    for partial in (False, True):
+        async with mcpgym.connect(functools.partial(Reasoning, mix=mix, partial_credit=partial)) as env:
+            await env.reset(options={"task_id": "spell_backward/0/0"})
+            result = await env.step(CallToolAction(tool_name="answer", arguments={"text": almost}))
+            rewards.append(result.reward)
+            assert "Partly correct" in result.text
+    assert rewards[0] == 0.0 and 0.5 < rewards[1] < 1.0, rewards
+
+
+async def test_an_oversized_answer_is_refused_not_graded() -> None:
+    async with mcpgym.connect(Reasoning) as env:
+        await env.reset(seed=0)
+        result = await env.step(CallToolAction(tool_name="answer", arguments={"text": "1" * 20_001}))
+        assert result.is_error and not result.done and "text" in result.text

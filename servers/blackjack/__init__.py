@@ -67,8 +67,8 @@ class Blackjack(mcpgym.Environment):
         return [self._task(seed) for seed in range(CATALOG_SIZE)]
 
     def _task(self, seed: int) -> mcpgym.Task:
-        self.game = Game.deal(random.Random(seed))  # what reset(seed) deals: the same RNG, the same shuffle
-        table = _describe(self._table("Your turn: hit or stand?"))
+        game = Game.deal(random.Random(seed))  # what reset(seed) deals: the same RNG, the same shuffle
+        table = _describe(_table(game, "Your turn: hit or stand?"))
         return mcpgym.Task(
             id=f"blackjack/seed/{seed}",
             prompt=f"{_rules(type(self))}\n\n{table}",
@@ -86,19 +86,23 @@ class Blackjack(mcpgym.Environment):
         return self._table(f"{why} You {'push' if outcome == 'push' else outcome.replace('loss', 'lose')}.")
 
     def _table(self, message: str) -> Table:
-        game = self.game
-        over = game.outcome is not None
-        dealer = game.dealer if over else game.dealer[:1]
-        mine, soft = total(game.player)
-        return Table(
-            your_cards=list(game.player),
-            your_total=mine,
-            soft=soft,
-            dealer_cards=list(dealer),
-            dealer_total=total(dealer)[0],
-            status=game.outcome or "your turn",
-            message=message,
-        )
+        return _table(self.game, message)
+
+
+def _table(game: Game, message: str) -> Table:
+    """The table as the player sees it: the hole card stays hidden until the game is over."""
+    over = game.outcome is not None
+    dealer = game.dealer if over else game.dealer[:1]
+    mine, soft = total(game.player)
+    return Table(
+        your_cards=list(game.player),
+        your_total=mine,
+        soft=soft,
+        dealer_cards=list(dealer),
+        dealer_total=total(dealer)[0],
+        status=game.outcome or "your turn",
+        message=message,
+    )
 
 
 def _rules(cls: type) -> str:

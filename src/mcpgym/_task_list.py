@@ -17,6 +17,7 @@ import mcp_types as types
 from mcpgym._catalog import Task, task_of
 from mcpgym._connect import Target, connect
 from mcpgym._env import AsyncEnv
+from mcpgym._environment import Environment
 from mcpgym._episode import _run_user, build
 from mcpgym._inprocess import InProcessEnv
 from mcpgym._mcp_env import MCPEnv
@@ -30,6 +31,8 @@ async def list_tasks(target: Target | AsyncEnv, *, limit: int | None = None, **c
     """
     if isinstance(target, AsyncEnv):
         return await _list(target, limit)
+    if isinstance(target, Environment):  # someone's live instance: read it, never close it
+        return list(await anyio.to_thread.run_sync(target.catalog))[:limit]
     async with connect(target, **connect_options) as env:
         return await _list(env, limit)
 
