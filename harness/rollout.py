@@ -41,6 +41,7 @@ from harness import target as targets
 from harness.policy import Policy, openai_tools
 from harness.progress import Progress
 from harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
+from mcpgym._blobs import BlobStore, restore
 from mcpgym._content import data_url, images
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
@@ -389,8 +390,11 @@ def _jsonl_sink(stack: contextlib.ExitStack, path: Path) -> Callable[[Trajectory
     if file.seek(0, os.SEEK_END) and (file.seek(-1, os.SEEK_END), file.read(1))[1] != b"\n":
         file.write(b"\n")  # an earlier run was killed mid-line: start ours on a line of its own
 
+    blobs = BlobStore(path.parent)  # images once each under blobs/, referenced from the line
+
     def write(trajectory: Trajectory) -> None:
-        file.write(trajectory.model_dump_json().encode() + b"\n")
+        record = blobs.externalize(trajectory.model_dump(mode="json"))
+        file.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         file.flush()
 
     return write
@@ -406,7 +410,7 @@ def read_rollout(path: str | Path) -> list[Trajectory]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        trajectories.append(Trajectory.model_validate(record))
+        trajectories.append(Trajectory.model_validate(restore(record, Path(path).parent)))
     return trajectories
 
 

@@ -161,6 +161,8 @@ def test_trl_dataset_draws_rows_from_the_catalog() -> None:
     assert [json.loads(r) if isinstance(r, str) else r for r in rows["options"]][2] == {"task_id": "HumanEval/2"}
     with pytest.raises(ValueError, match="not both"):
         mcpgym.trl.dataset(Coding, 4, tasks=tasks)
+    whole = mcpgym.trl.dataset(mcpgym.trl.environment_class(Blackjack), tasks=True)  # the whole catalog
+    assert len(whole) == 1000 and whole[7]["seed"] == 7
 
 
 async def test_listing_a_shared_instance_leaves_its_episode_alone() -> None:

@@ -102,6 +102,10 @@ def _on_disk(directory: Path) -> tuple[list[str], list[Path]]:
     return lines, sorted((directory / "blobs").iterdir())
 
 
+def _written(out: Path) -> tuple[str, list[Path]]:
+    return out.read_text(), sorted((out.parent / "blobs").iterdir())
+
+
 async def test_text_readers_see_each_image_named_not_an_empty_string() -> None:
     async with mcpgym.connect(Maze) as env:
         await env.reset(seed=0)
@@ -131,6 +135,10 @@ async def test_harness_shows_tool_images_as_openai_image_parts(tmp_path: Path) -
     assert len(urls) == 2 and all(u.startswith("data:image/png;base64,iVBOR") for u in urls)
     assert trajectory.status == "ok"
     assert "base64" not in json.dumps([t.model_dump() for t in trajectory.turns])  # turns keep references
+    line, blobs = _written(out)
+    assert "base64" not in line and len(blobs) == 1  # the picture, once, by reference
+    [back] = harness.read_rollout(out)
+    assert back.messages == trajectory.messages  # read back whole
 
 
 async def test_trl_gets_pil_images_when_multimodal_and_text_otherwise() -> None:
