@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+import harness
 import mcpgym
 from mcpgym._catalog import PAGE_SIZE, TASK_KEY
 from servers.blackjack import Blackjack
@@ -134,7 +138,6 @@ async def test_list_tasks_is_the_same_in_process_and_over_mcp() -> None:
 
 
 async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
-    import harness
     from harness.policy import tool_call
     from harness.types import AssistantTurn, Message, ToolSpec
 
@@ -151,8 +154,6 @@ async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
 
 
 def test_trl_dataset_draws_rows_from_the_catalog() -> None:
-    import anyio
-
     import mcpgym.trl
 
     tasks = anyio.run(lambda: mcpgym.list_tasks("servers.coding:Coding", limit=4))
@@ -173,3 +174,23 @@ async def test_listing_a_shared_instance_leaves_its_episode_alone() -> None:
         result = await env.step(mcpgym.CallToolAction(tool_name="stand"))
     table = result.observation.structured_content
     assert table is not None and table["your_cards"] == first.observation["your_cards"]
+
+
+async def test_the_rollout_cli_plays_the_catalog(tmp_path: Path) -> None:
+    from harness import _scripted
+    from tests.conftest import serve_app
+
+    out = tmp_path / "x.jsonl"
+    async with serve_app(_scripted.ScriptedEndpoint().app()) as base:
+        argv = ["rollout", "servers.coding", "--model", "solve", "--base-url", f"{base}/v1", "--tasks"]
+        argv += ["--episodes", "3", "--concurrency", "1", "--out", str(out), "--no-progress"]
+        done = await anyio.run_process([sys.executable, "-m", "mcpgym", *argv], check=False)
+        refused = await anyio.run_process([sys.executable, "-m", "mcpgym", *argv, "--seed", "1"], check=False)
+        echo = [sys.executable, "-m", "mcpgym", "rollout", "servers.echo", "--model", "solve", "--base-url", base]
+        nothing = await anyio.run_process([*echo, "--tasks"], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    played = harness.read_rollout(out)
+    assert [t.options for t in played] == [{"task_id": f"HumanEval/{i}"} for i in range(3)]
+    assert [t.reward for t in played] == [1.0, 1.0, 1.0]
+    assert refused.returncode == 1 and "drop --seed" in refused.stderr.decode()
+    assert nothing.returncode == 1 and "lists no tasks" in nothing.stderr.decode()
