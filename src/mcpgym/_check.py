@@ -6,6 +6,7 @@ through the same `Episode` code every door uses, so what passes here serves corr
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 from typing import Any
@@ -126,6 +127,8 @@ async def _catalog_problems(env: type[Environment]) -> list[str]:
 
 
 async def _close(instance: Environment) -> None:
-    close = instance.close()
-    if inspect.isawaitable(close):
-        await close
+    # A close() that raises is already reported by the checks above: do not report it twice.
+    with contextlib.suppress(Exception):
+        close = instance.close()
+        if inspect.isawaitable(close):
+            await close
