@@ -125,7 +125,7 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
     if args.tasks:
         if args.seed is not None or options is not None:
             raise SystemExit("mcpgym: --tasks sets each episode's seed and options: drop --seed and --options")
-        tasks = await mcpgym.list_tasks(targets.resolve(args.target))
+        tasks = await mcpgym.list_tasks(targets.resolve(args.target), prompts=False)
         if not tasks:
             raise SystemExit(f"mcpgym: {args.target} lists no tasks (its environment has no catalog())")
     policy = OpenAIPolicy(

@@ -127,11 +127,14 @@ async def test_a_server_without_tasks_lists_none() -> None:
 
 
 async def test_list_tasks_is_the_same_in_process_and_over_mcp() -> None:
-    local = await mcpgym.list_tasks(Blackjack, limit=150)
+    local = await mcpgym.list_tasks(Blackjack, limit=PAGE_SIZE + 1)  # across a page boundary
     async with serve_gym(Blackjack) as (_, url):
-        remote = await mcpgym.list_tasks(url, limit=150)
-    assert len(local) == 150 and [t.id for t in local] == [t.id for t in remote]
+        remote = await mcpgym.list_tasks(url, limit=PAGE_SIZE + 1)
+    assert len(local) == PAGE_SIZE + 1 and [t.id for t in local] == [t.id for t in remote]
     assert [(t.prompt, t.seed, t.options) for t in local] == [(t.prompt, t.seed, t.options) for t in remote]
+    async with serve_gym(Blackjack) as (_, url):
+        bare = await mcpgym.list_tasks(url, limit=3, prompts=False)
+    assert [(t.id, t.seed, t.prompt) for t in bare] == [(t.id, t.seed, "") for t in local[:3]]
     async with mcpgym.connect(Blackjack) as env:
         first = await env.reset(**local[42].reset_arguments())  # type: ignore[arg-type]
     assert first.observation["prompt"] == local[42].prompt

@@ -95,3 +95,9 @@ async def test_harness_config_launches_the_server(module: str, tmp_path: Path) -
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd=tmp_path)
     async with mcpgym.connect(params) as client:
         assert {t.name for t in await client.list_tools()} == TOOLS[module]
+
+
+def test_the_new_servers_are_in_the_trl_schema_round_trip() -> None:
+    from tests.test_trl import SERVERS
+
+    assert {"Blackjack", "Maze", "Reasoning"} <= {cls.__name__ for cls in SERVERS}

@@ -24,25 +24,29 @@ from mcpgym._mcp_env import MCPEnv
 from mcpgym._protocol import episode_meta, new_episode_id
 
 
-async def list_tasks(target: Target | AsyncEnv, *, limit: int | None = None, **connect_options: Any) -> list[Task]:
+async def list_tasks(
+    target: Target | AsyncEnv, *, limit: int | None = None, prompts: bool = True, **connect_options: Any
+) -> list[Task]:
     """The tasks `target` offers, in the environment's order (at most `limit`); empty if none.
 
-    `target` is anything `mcpgym.connect` takes, or an open env from it.
+    `target` is anything `mcpgym.connect` takes, or an open env from it. Over MCP each task's
+    prompt text costs one `prompts/get`; `prompts=False` skips them (ids, titles, seeds and
+    options only; `Task.prompt` is then empty), which is all a trainer needs to reset.
     """
     if isinstance(target, AsyncEnv):
-        return await _list(target, limit)
+        return await _list(target, limit, prompts)
     if isinstance(target, Environment):  # someone's live instance: read it, never close it
         return list(await anyio.to_thread.run_sync(target.catalog))[:limit]
     async with connect(target, **connect_options) as env:
-        return await _list(env, limit)
+        return await _list(env, limit, prompts)
 
 
-async def _list(env: AsyncEnv, limit: int | None) -> list[Task]:
+async def _list(env: AsyncEnv, limit: int | None, prompts: bool) -> list[Task]:
     if isinstance(env, InProcessEnv):
         tasks = await _in_process(env)
         return tasks if limit is None else tasks[:limit]
     if isinstance(env, MCPEnv):
-        return await _over_mcp(env, limit)
+        return await _over_mcp(env, limit, prompts)
     raise TypeError(f"list_tasks: cannot read the catalog through {type(env).__name__}; connect to one server")
 
 
@@ -55,7 +59,7 @@ async def _in_process(env: InProcessEnv) -> list[Task]:
             await _run_user(instance.close)
 
 
-async def _over_mcp(env: MCPEnv, limit: int | None) -> list[Task]:
+async def _over_mcp(env: MCPEnv, limit: int | None, prompts: bool) -> list[Task]:
     client = env.client
     tasks: list[Task] = []
     cursor: str | None = None
@@ -64,9 +68,12 @@ async def _over_mcp(env: MCPEnv, limit: int | None) -> list[Task]:
         for prompt in page.prompts:
             if limit is not None and len(tasks) >= limit:
                 break
-            got = await client.get_prompt(prompt.name, meta=episode_meta(new_episode_id()))
-            text = "\n".join(m.content.text for m in got.messages if isinstance(m.content, types.TextContent))
-            tasks.append(task_of(prompt).model_copy(update={"prompt": text}))
+            task = task_of(prompt)
+            if prompts:
+                got = await client.get_prompt(prompt.name, meta=episode_meta(new_episode_id()))
+                text = "\n".join(m.content.text for m in got.messages if isinstance(m.content, types.TextContent))
+                task = task.model_copy(update={"prompt": text})
+            tasks.append(task)
         cursor = page.next_cursor
         if cursor is None:
             break

@@ -5,6 +5,7 @@ Layer: top, beside `_environment`. `datasets` is imported only when a dataset is
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -71,7 +72,7 @@ def dataset(
     task catalog.
     """
     if tasks is True:
-        tasks = runtime.run(list_tasks, _target(env))
+        tasks = runtime.run(functools.partial(list_tasks, _target(env), prompts=False))
     if tasks is not None and tasks is not False:
         if seeds is not None or options is not None:
             raise ValueError("give tasks, or seeds (and options), not both")
