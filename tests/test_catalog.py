@@ -197,3 +197,15 @@ async def test_the_rollout_cli_plays_the_catalog(tmp_path: Path) -> None:
     assert [t.reward for t in played] == [1.0, 1.0, 1.0]
     assert refused.returncode == 1 and "drop --seed" in refused.stderr.decode()
     assert nothing.returncode == 1 and "lists no tasks" in nothing.stderr.decode()
+
+
+async def test_picking_a_prompt_over_stdio_starts_that_task() -> None:
+    """As Claude Desktop does it: launch the server, pick a prompt, play with tools, never reset."""
+    from tests.conftest import stdio_command
+
+    game = Game.deal(__import__("random").Random(11))
+    async with Client(stdio_command("-m", "servers.blackjack")) as agent:
+        await agent.get_prompt("blackjack/seed/11")
+        result = await agent.call_tool("stand", {})
+    table = result.structured_content
+    assert table is not None and table["your_cards"] == game.player and table["dealer_cards"][:2] == game.dealer

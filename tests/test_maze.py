@@ -151,3 +151,12 @@ async def test_trl_gets_pil_images_when_multimodal_and_text_otherwise() -> None:
     plain = mcpgym.trl.environment_class(Maze)()
     plain.reset(seed=0)
     assert plain.look().startswith("Here is the maze.\n[image: image/png")  # type: ignore[attr-defined]
+
+
+async def test_text_mode_adds_the_grid_for_models_without_vision() -> None:
+    async with mcpgym.connect(Maze(show_text=True)) as env:
+        first = await env.reset(seed=0)
+        result = await env.step(CallToolAction(tool_name="look"))
+    grid = first.observation["grid"]
+    assert len(grid) == 9 and grid[1][1] == "A" and sum(row.count("G") for row in grid) == 1
+    assert result.text.splitlines()[1:10] == grid
