@@ -14,6 +14,8 @@ from typing import Any
 
 import anyio
 
+import mcpgym
+from harness import target as targets
 from harness.errors import HarnessError
 from harness.openai import API_KEY_ENV, OpenAIPolicy
 from harness.retry import Backoff
@@ -80,6 +82,11 @@ def _register_rollout(sub: Any) -> None:
         metavar="JSON",
         help="reset options: an object for every episode, or a list cycled through by episode",
     )
+    p.add_argument(
+        "--tasks",
+        action="store_true",
+        help="play the target's task catalog in order (episode i plays task i, cycling); not with --seed/--options",
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None, help="completion tokens per model reply")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one model reply (%(default)s)")
@@ -114,6 +121,13 @@ def _non_negative(text: str) -> int:
 
 async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
     options = _options(args.options)
+    tasks = None
+    if args.tasks:
+        if args.seed is not None or options is not None:
+            raise SystemExit("mcpgym: --tasks sets each episode's seed and options: drop --seed and --options")
+        tasks = await mcpgym.list_tasks(targets.resolve(args.target), prompts=False)
+        if not tasks:
+            raise SystemExit(f"mcpgym: {args.target} lists no tasks (its environment has no catalog())")
     policy = OpenAIPolicy(
         args.base_url,
         args.model,
@@ -137,6 +151,7 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
             out=args.out,
             on_trajectory=finished.append,
             progress=not args.no_progress,
+            tasks=tasks,
         )
     print(summary(trajectories, args.out), file=sys.stderr)
     # Some failed episodes are data; a run where every episode failed is a broken set-up.

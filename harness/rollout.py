@@ -42,6 +42,8 @@ from harness.policy import Policy, openai_tools
 from harness.progress import Progress
 from harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
 from mcpgym import RUBRIC_KEY, EpisodeState
+from mcpgym._blobs import BlobStore, restore
+from mcpgym._content import data_url, images
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
 log = logging.getLogger("harness")
@@ -171,12 +173,27 @@ async def _play(
             for call in reply.tool_calls[len(steps) :]:
                 steps.append(_answer(episode, call, _refusal(call, UNANSWERED)))
             episode.turns.append(Turn(assistant=reply, steps=steps))
+            if pictures := image_message(steps):
+                episode.messages.append(pictures)
         if episode.done or not reply.tool_calls:
             episode.stop = ("truncated" if episode.truncated else "done") if episode.done else "no_tool_calls"
             break
     if not episode.done and (first.info.get(RUBRIC_KEY) or {}).get("trajectory"):
         # The agent stopped before the episode ended: closing it has the server score the trajectory.
         episode.final = await env.close_episode()
+
+
+def image_message(steps: list[Step]) -> Message | None:
+    """The images this turn's tool results returned, as one user message of OpenAI-style image
+    parts (chat-completions tool messages carry text only), after the turn's tool messages."""
+    parts: list[dict[str, Any]] = []
+    for step in steps:
+        for url in step.images:
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    if not parts:
+        return None
+    intro = {"type": "text", "text": "The images returned by the tool calls above, in order:"}
+    return {"role": "user", "content": [intro, *parts]}
 
 
 UNANSWERED = "Error: the episode failed before this call was answered; the environment may or may not have run it."
@@ -216,6 +233,7 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
         tool=call.name,
         arguments=call.arguments,
         output=tool_text(result.observation),
+        images=[data_url(image) for image in images(result.observation)],
         is_error=result.is_error,
         reward=result.reward,
         done=result.done,
@@ -244,6 +262,7 @@ async def rollout(
     out: str | Path | None = None,
     on_trajectory: Callable[[Trajectory], None] | None = None,
     progress: bool = False,
+    tasks: Sequence[mcpgym.Task] | None = None,
 ) -> list[Trajectory]:
     """Play `episodes` episodes of `env_target` with `policy`, at most `concurrency` at a time.
 
@@ -251,7 +270,12 @@ async def rollout(
     or a sequence cycled through by index, e.g. one `{"task_id": ...}` per task). Each finished
     trajectory is appended to `out` as one JSON line (flushed at once) and passed to
     `on_trajectory`. Returns all trajectories in index order, failed ones included.
+
+    `tasks` (e.g. `await mcpgym.list_tasks(target)`, the server's task catalog) replaces `seed`
+    and `options`: episode i plays task i, cycling through them when there are more episodes.
     """
+    if tasks is not None and not tasks:
+        raise ValueError("tasks is empty: this environment's catalog lists no tasks")
     run = _Run(
         targets.resolve(env_target),
         policy,
@@ -261,6 +285,7 @@ async def rollout(
         seed=seed,
         options=options,
         on_trajectory=on_trajectory,
+        tasks=tasks,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -289,6 +314,7 @@ class _Run:
     seed: int | None
     options: Options
     on_trajectory: Callable[[Trajectory], None] | None
+    tasks: Sequence[mcpgym.Task] | None = None
     sinks: list[Callable[[Trajectory], None]] = field(default_factory=list)
     finished: list[Trajectory] = field(default_factory=list)
 
@@ -320,9 +346,13 @@ class _Run:
                 log.exception("harness: delivering episode %d to %r failed", trajectory.index, deliver)
 
     def _seed(self, index: int) -> int | None:
+        if self.tasks:
+            return self.tasks[index % len(self.tasks)].seed
         return None if self.seed is None else self.seed + index
 
     def _options(self, index: int) -> dict[str, Any] | None:
+        if self.tasks:
+            return dict(self.tasks[index % len(self.tasks)].options)
         if self.options is None or isinstance(self.options, dict):
             return self.options
         return dict(self.options[index % len(self.options)])
@@ -382,8 +412,11 @@ def _jsonl_sink(stack: contextlib.ExitStack, path: Path) -> Callable[[Trajectory
     if file.seek(0, os.SEEK_END) and (file.seek(-1, os.SEEK_END), file.read(1))[1] != b"\n":
         file.write(b"\n")  # an earlier run was killed mid-line: start ours on a line of its own
 
+    blobs = BlobStore(path.parent)  # images once each under blobs/, referenced from the line
+
     def write(trajectory: Trajectory) -> None:
-        file.write(trajectory.model_dump_json().encode() + b"\n")
+        record = blobs.externalize(trajectory.model_dump(mode="json"))
+        file.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         file.flush()
 
     return write
@@ -399,7 +432,7 @@ def read_rollout(path: str | Path) -> list[Trajectory]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        trajectories.append(Trajectory.model_validate(record))
+        trajectories.append(Trajectory.model_validate(restore(record, Path(path).parent)))
     return trajectories
 
 

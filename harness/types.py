@@ -88,6 +88,9 @@ class Step(_Frozen):
     terminated: bool = False
     components: dict[str, float | None] = Field(default_factory=dict)
     """The step's named reward components, when the environment has a rubric (rfcs/0007)."""
+    images: list[str] = Field(default_factory=list, exclude=True, repr=False)
+    """The result's images as `data:` URLs, shown to the model as image parts; not written out
+    (`output` names each one by type, size and hash)."""
 
 
 class Turn(_Frozen):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from mcp import StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
 import mcpgym
 from mcpgym import testing
@@ -25,6 +30,15 @@ def anyio_backend() -> str:
 def door(kind: str, env: type[mcpgym.Environment] = Echo) -> contextlib.AbstractAsyncContextManager[mcpgym.Target]:
     """The same environment behind each door (Echo unless told): mcpgym.testing.door."""
     return testing.door(kind, env)
+
+
+def stdio_command(*args: str) -> StdioServerParameters:
+    """This interpreter running `args`, importing mcpgym and the servers from this checkout (the
+    SDK passes a child only a few environment variables, so say where they are)."""
+    source = str(Path(mcpgym.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**get_default_environment(), "PYTHONPATH": os.pathsep.join([source, root])}
+    return StdioServerParameters(command=sys.executable, args=list(args), env=env)
 
 
 @pytest.fixture(params=DOORS)

@@ -79,3 +79,35 @@ def test_not_an_environment() -> None:
     assert mcpgym.check_environment(dict, raise_on_error=False) == [  # type: ignore[arg-type]
         "<class 'dict'> is not a subclass of mcpgym.Environment"
     ]
+
+
+class Twins(mcpgym.Environment):
+    """A catalog with one id twice."""
+
+    @mcpgym.tool
+    async def act(self) -> str:
+        """Act."""
+        return "ok"
+
+    def catalog(self) -> list[mcpgym.Task]:
+        return [mcpgym.Task(id="t", prompt="a"), mcpgym.Task(id="t", prompt="b")]
+
+
+class Unstartable(Twins):
+    """A catalog whose task names options that reset refuses."""
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
+        if (options or {}).get("level") == 99:
+            raise ValueError("no level 99")
+        return "ready"
+
+    def catalog(self) -> list[mcpgym.Task]:
+        return [mcpgym.Task(id="hard", prompt="p", options={"level": 99})]
+
+
+def test_catalog_problems_are_reported() -> None:
+    assert mcpgym.check_environment(Twins, raise_on_error=False) == [
+        "catalog() failed: ValueError: catalog(): task ids must be unique"
+    ]
+    [problem] = mcpgym.check_environment(Unstartable, raise_on_error=False)
+    assert problem.startswith("the catalog's first task 'hard' does not reset") and "no level 99" in problem

@@ -99,18 +99,18 @@ def text_of(result: dict[str, Any]) -> str:
     return str(result["content"][0]["text"])
 
 
-async def run_client(transport: list[str]) -> dict[str, Any]:
-    """Run client.mjs to completion (bounded) and parse its one JSON document."""
+async def run_client(transport: list[str], script: Path = INTEROP / "client.mjs") -> dict[str, Any]:
+    """Run client.mjs (or another script here) to completion (bounded) and parse its one JSON document."""
     node = shutil.which("node")
     if node is None:
         pytest.fail(f"node is not on PATH: install Node.js 20+, then {INSTALL}")
     if not SDK.is_dir():
         pytest.fail(f"{SDK.relative_to(ROOT)} is missing: {INSTALL}")
     with anyio.fail_after(60):
-        done = await anyio.run_process([node, str(INTEROP / "client.mjs"), *transport], cwd=ROOT, check=False)
+        done = await anyio.run_process([node, str(script), *transport], cwd=ROOT, check=False)
     stderr = done.stderr.decode(errors="replace")
     if done.returncode != 0:
-        pytest.fail(f"client.mjs {transport[0]} exited with {done.returncode}:\n{stderr}")
+        pytest.fail(f"{script.name} {transport[0]} exited with {done.returncode}:\n{stderr}")
     report: dict[str, Any] = json.loads(done.stdout)
     return report
 

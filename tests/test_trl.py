@@ -535,6 +535,7 @@ def test_public_names() -> None:
         "close",
         "dataset",
         "environment_class",
+        "multimodal_content",
         "tool_text",
     ]
 

@@ -76,3 +76,22 @@ def test_the_coding_recipe_up_to_the_model() -> None:
     with pytest.raises(mcpgym.trl.EpisodeOverError):
         env.run_python(code="1")
     env._close()
+
+
+def test_grpo_trains_against_blackjack(tmp_path: Path) -> None:
+    """examples/grpo_trl_blackjack.py: rewards are the games' +1 / 0 / -1, from the environment."""
+    recipe = importlib.import_module("examples.grpo_trl_blackjack")
+    try:
+        trainer = recipe.build(steps=2, output_dir=str(tmp_path))
+        before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        trainer.train()
+        steps = [entry for entry in trainer.state.log_history if "loss" in entry]
+        assert len(steps) == 2 and trainer.reward_func_names == ["BlackjackEnv"]
+        assert all(entry["tools/call_frequency"] > 0 for entry in steps)
+        returns = [env.get_reward() for env in trainer.environments]
+        assert set(returns) <= {-1.0, 0.0, 1.0} and any(env.done for env in trainer.environments)
+        assert sum(returns) / len(returns) == pytest.approx(steps[-1]["rewards/BlackjackEnv/mean"])
+        changed = [name for name, p in trainer.model.named_parameters() if not p.detach().equal(before[name])]
+        assert len(changed) == len(before)
+    finally:
+        mcpgym.trl.close()

@@ -86,6 +86,10 @@ class Coding(mcpgym.Environment):
         self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 
+    def catalog(self) -> list[mcpgym.Task]:
+        """Every task as an MCP prompt and resource: its id and prompt, never its tests or solution."""
+        return [_catalog_task(task) for task in self.tasks.values()]
+
     def _brief(self) -> dict[str, str]:
         task = self._current_task()
         return {
@@ -206,3 +210,13 @@ class GradedCoding(Coding):
         self, tasks: Mapping[str, Task] | None = None, sandbox: Sandbox | None = None, partial_credit: bool = True
     ) -> None:
         super().__init__(tasks, sandbox, partial_credit)
+
+
+def _catalog_task(task: Task) -> mcpgym.Task:
+    prompt = (
+        f"Complete this Python function (`{task.entry_point}`) as its docstring describes, then call `submit` "
+        f"with the complete code, imports included. Hidden tests grade it.\n\n```python\n{task.prompt}```"
+    )
+    return mcpgym.Task(
+        id=task.task_id, prompt=prompt, title=f"{task.task_id}: {task.entry_point}", options={"task_id": task.task_id}
+    )

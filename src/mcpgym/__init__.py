@@ -5,6 +5,7 @@ never see; reward and done travel in every tool result's `_meta`. The same envir
 driven in-process, over stdio or over streamable HTTP with identical results.
 """
 
+from mcpgym._catalog import Task
 from mcpgym._check import check_environment
 from mcpgym._cli import run
 from mcpgym._connect import Target, TargetError, connect, load_environment
@@ -17,6 +18,7 @@ from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
 from mcpgym._spec import RunSpec, SpecError, load_spec
 from mcpgym._sync import SyncEnv, connect_sync
+from mcpgym._task_list import list_tasks
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
 from mcpgym._wrap import wrap
@@ -46,12 +48,14 @@ __all__ = [
     "SyncEnv",
     "Target",
     "TargetError",
+    "Task",
     "ToolError",
     "Trajectory",
     "__version__",
     "check_environment",
     "connect",
     "connect_sync",
+    "list_tasks",
     "load_environment",
     "load_spec",
     "read_trajectories",

@@ -6,6 +6,7 @@ through the same `Episode` code every door uses, so what passes here serves corr
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import anyio
 import jsonschema
 
+from mcpgym._catalog import Catalog, Task
 from mcpgym._environment import Environment
 from mcpgym._episode import Episode
 from mcpgym._errors import MCPError
@@ -31,7 +33,8 @@ def check_environment(env: type[Environment], *, raise_on_error: bool = True) ->
 
     Checks the tools (names, descriptions, annotated parameters, valid JSON Schemas), that the
     class can be built with no arguments, that `reset` takes `seed` and `options`, returns
-    JSON-able observations and is deterministic for a fixed seed, and that `close` runs.
+    JSON-able observations and is deterministic for a fixed seed, that `close` runs, and that
+    the task catalog (if any) holds `mcpgym.Task`s with unique ids whose first task resets.
     """
     if not (inspect.isclass(env) and issubclass(env, Environment)):
         problems = [f"{env!r} is not a subclass of mcpgym.Environment"]
@@ -97,4 +100,35 @@ async def _dynamic_problems(env: type[Environment]) -> list[str]:
             problems.append(
                 "reset(seed=0) gave different observations on two instances: seed self.rng, not global state"
             )
-    return problems
+    return problems + await _catalog_problems(env)
+
+
+async def _catalog_problems(env: type[Environment]) -> list[str]:
+    instance = env()
+    try:
+        tasks = list(instance.catalog())
+        if not all(isinstance(t, Task) for t in tasks):
+            return ["catalog() must return mcpgym.Task objects"]
+        Catalog(tasks)
+    except Exception as exc:
+        return [f"catalog() failed: {type(exc).__name__}: {exc}"]
+    finally:
+        await _close(instance)
+    if not tasks:
+        return []
+    episode = Episode(env(), "check-catalog")
+    try:
+        await episode.start(tasks[0].seed, dict(tasks[0].options))
+    except MCPError as exc:
+        return [f"the catalog's first task {tasks[0].id!r} does not reset: {exc.message}"]
+    finally:
+        await episode.close()
+    return []
+
+
+async def _close(instance: Environment) -> None:
+    # A close() that raises is already reported by the checks above: do not report it twice.
+    with contextlib.suppress(Exception):
+        close = instance.close()
+        if inspect.isawaitable(close):
+            await close

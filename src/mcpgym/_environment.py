@@ -20,6 +20,7 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 - `await self.hold(cm)` enters an async context manager (an MCP client session, a process) for
   the rest of the episode; it is exited after `close()`. `self.host.state` is shared by every
   episode of whoever serves the class (a server, an in-process client).
+- `catalog()` lists the tasks the environment offers (MCP prompts and resources; see `_catalog`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ import functools
 import inspect
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from mcpgym._catalog import Task
 from mcpgym._host import Host, Release
 from mcpgym._tools import ToolSpec, collect_tools
 from mcpgym.rubrics._core import Rubric
@@ -131,6 +133,12 @@ class Environment:
             self.__mcpgym_held__ = []
         self.__mcpgym_held__.append(release)
         return value
+
+    def catalog(self) -> Sequence[Task]:
+        """The tasks this environment offers, in a stable order: served as MCP prompts and
+        resources and listed by `mcpgym.list_tasks`. Override; called once per server on an
+        instance that is never reset (then closed). Nothing a grader uses may go in a Task."""
+        return ()
 
     def reward(self, value: float) -> None:
         """Add `value` to the reward of the current tool call."""

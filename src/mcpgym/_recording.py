@@ -17,6 +17,9 @@ rubrics) read the same: `terminated` is `done and not truncated`, no components.
 `reward` is the rubric's total, `env_reward` and `signals` what the environment itself reported
 (all a rubric reads: `mcpgym rescore` re-scores from them), `components` the step's named parts.
 A reward that is NaN (unscored) is written as null.
+
+Images and audio are stored once each under `DIR/blobs/` and referenced from the line
+(`_blobs`); `read_trajectories` puts them back.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import IO, Any, Literal
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mcpgym._blobs import BlobStore, restore
 from mcpgym._types import Components, Score, ToolStep
 
 SCHEMA = "io.mcpgym/recording@2"
@@ -116,7 +120,7 @@ class Recorder:
         while path.exists():
             path = self.directory / f"{episode_id}.{retry}.jsonl"
             retry += 1
-        return EpisodeLog(path, episode_id, environment, seed, options, implicit)
+        return EpisodeLog(path, episode_id, environment, seed, options, implicit, BlobStore(self.directory))
 
 
 class EpisodeLog:
@@ -128,7 +132,9 @@ class EpisodeLog:
         seed: int | None,
         options: dict[str, Any] | None,
         implicit: bool,
+        blobs: BlobStore | None = None,
     ) -> None:
+        self._blobs = blobs if blobs is not None else BlobStore(path.parent)
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
         self._header = {
             "episode_id": episode_id,
@@ -139,7 +145,9 @@ class EpisodeLog:
         }
 
     def reset(self, observation: Any) -> None:
-        self._write({"event": "reset", "schema": SCHEMA, **self._header, "observation": observation})
+        self._write(
+            {"event": "reset", "schema": SCHEMA, **self._header, "observation": self._blobs.externalize(observation)}
+        )
 
     def step(
         self,
@@ -152,11 +160,12 @@ class EpisodeLog:
         started: float,
     ) -> None:
         now = time.time()
+        result = outcome.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
         record = {
             "event": "step",
             "tool": tool,
             "arguments": arguments,
-            "result": outcome.observation.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "result": self._blobs.externalize(result),
             "reward": _finite_or_none(outcome.reward),
             "done": outcome.done,
             "terminated": outcome.terminated,
@@ -217,7 +226,7 @@ def _read(path: Path) -> Trajectory | None:
     ending: dict[str, Any] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            record = json.loads(line)
+            record = restore(json.loads(line), path.parent)
         except json.JSONDecodeError:
             break  # the server died mid-write: everything before this line is intact
         kind: Literal["reset", "step", "close"] = record.pop("event")

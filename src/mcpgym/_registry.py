@@ -109,11 +109,12 @@ class EpisodeRegistry:
             raise unknown_episode()
         return episode
 
-    async def open_implicit(self) -> Episode:
-        """An episode for a client that never called reset (a plain MCP agent)."""
+    async def open_implicit(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Episode:
+        """An episode for a client that never called reset (a plain MCP agent), optionally
+        started on a given task."""
         episode = self._admit(new_episode_id(), implicit=True)
         try:
-            await episode.start(None, None)
+            await episode.start(seed, options)
         except BaseException:
             await self._retire(episode)
             raise

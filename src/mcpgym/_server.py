@@ -24,6 +24,8 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
+from mcpgym._catalog import Task
+from mcpgym._catalog_server import CatalogHandlers
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, unknown_tool
 from mcpgym._errors import INVALID_PARAMS, MCPError
@@ -115,6 +117,7 @@ class GymServer:
         self._stdio_state: dict[str, Any] | None = None
         self._lifespans = 0
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
+        self.catalog = CatalogHandlers(factory, self._start_task)
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
             version=_version(),
@@ -123,6 +126,7 @@ class GymServer:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            **self.catalog.handlers(),
         )
         self.extension = GymExtension(self.registry)
         for binding in self.extension.methods():
@@ -170,7 +174,13 @@ class GymServer:
             return await episode.call(params.name, params.arguments)
         return (await episode.step(params.name, params.arguments)).observation
 
-    async def _implicit(self, ctx: Ctx) -> Episode:
+    async def _start_task(self, ctx: Ctx, task: Task) -> None:
+        """A client that picked a task's prompt and never resets (Claude Desktop's prompt menu)
+        plays that task: its own episode restarts on it. Trainers, who name episodes, are left alone."""
+        if episode_id_of(ctx) is None:
+            await self._implicit(ctx, task)
+
+    async def _implicit(self, ctx: Ctx, task: Task | None = None) -> Episode:
         """The caller's own episode, for agents that never reset.
 
         A stdio server serves one client for its whole life, so there the process is the
@@ -186,8 +196,11 @@ class GymServer:
         lock: anyio.Lock = state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
         async with lock:
             episode: Episode | None = state.get(_IMPLICIT)
-            if episode is None or episode.closed:
-                episode = await self.registry.open_implicit()
+            if task is not None and episode is not None:
+                await self.registry.close(episode.id)
+            if task is not None or episode is None or episode.closed:
+                seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
+                episode = await self.registry.open_implicit(seed, options)
                 state[_IMPLICIT] = episode
                 if cleanup is not None:
                     cleanup.push_async_callback(self.registry.close, episode.id)

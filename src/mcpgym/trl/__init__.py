@@ -27,6 +27,7 @@ from mcpgym.trl._environment import (
     ToolCallError,
     component_rewards,
     environment_class,
+    multimodal_content,
     tool_text,
 )
 from mcpgym.trl._factory import EnvironmentFactory, dataset
@@ -48,5 +49,6 @@ __all__ = [
     "component_rewards",
     "dataset",
     "environment_class",
+    "multimodal_content",
     "tool_text",
 ]

@@ -5,12 +5,16 @@ Layer: top, beside `_environment`. `datasets` is imported only when a dataset is
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpgym._catalog import Task
 from mcpgym._connect import Target
+from mcpgym._task_list import list_tasks
 from mcpgym.trl._environment import MCPEnvironment, environment_class
+from mcpgym.trl._runtime import runtime
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
@@ -47,11 +51,12 @@ class EnvironmentFactory:
 
 def dataset(
     env: type[MCPEnvironment] | EnvironmentFactory | Target,
-    seeds: int | Iterable[int],
+    seeds: int | Iterable[int] | None = None,
     *,
     prompt: str | None = None,
     system: str | None = None,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    tasks: Sequence[Task] | bool | None = None,
 ) -> Dataset:
     """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given
     (stored as JSON text, so rows may differ in keys and types).
@@ -61,7 +66,19 @@ def dataset(
     (`range(seeds)`) or the seeds themselves; `options` one mapping for every row or one per
     seed (task ids, say). The user message is `prompt`, by default the environment's
     instructions; `reset` appends the first observation to it.
+
+    `tasks` gives one row per task instead, with the task's own seed and options: a list (e.g.
+    `mcpgym.list_tasks`'s answer, filtered as you like) or True for the environment's whole
+    task catalog.
     """
+    if tasks is True:
+        tasks = runtime.run(functools.partial(list_tasks, _target(env), prompts=False))
+    if tasks is not None and tasks is not False:
+        if seeds is not None or options is not None:
+            raise ValueError("give tasks, or seeds (and options), not both")
+        seeds, options = [t.seed for t in tasks], [t.options for t in tasks]  # type: ignore[misc]
+    if seeds is None:
+        raise ValueError("dataset() needs seeds (a count or the seeds) or tasks")
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -84,6 +101,14 @@ def dataset(
         features["options"] = datasets.Json()
         rows["options"] = per_row
     return datasets.Dataset.from_dict(rows, features=features)
+
+
+def _target(env: type[MCPEnvironment] | EnvironmentFactory | Target) -> Target:
+    if isinstance(env, EnvironmentFactory):
+        return env.target
+    if isinstance(env, type) and issubclass(env, MCPEnvironment):
+        return env._target
+    return env
 
 
 def _instructions(env: type[MCPEnvironment] | EnvironmentFactory | Target) -> str:
