@@ -212,3 +212,11 @@ async def test_every_door_serves_the_module_form(env_dir: Path) -> None:
     async with serve_gym(mcpgym.load_environment("servers.echo")) as (_, url):
         assert (await _play(url))[1] == 1.0
     assert (await _play("python -m mcpgym serve servers.echo"))[1] == 1.0
+
+
+def test_a_module_with_several_environments_names_its_default() -> None:
+    from mcpgym._target import parse
+    from servers.coding import Coding, GradedCoding
+
+    assert GradedCoding.__module__.startswith("servers.coding")  # the premise: two classes there
+    assert parse("servers.coding").value is Coding  # servers.coding.__mcpgym_environment__

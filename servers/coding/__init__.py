@@ -13,6 +13,9 @@ from servers.coding._rubrics import CORRECT_AND_CONCISE, PARTIAL_CREDIT
 from servers.coding._sandbox import Limits, Protections, Sandbox
 from servers.coding._tasks import Task, TaskFileError, load_tasks
 
+__mcpgym_environment__ = Coding
+"""What the target `servers.coding` means (GradedCoding is the same tasks scored by a rubric)."""
+
 __all__ = [
     "CORRECT_AND_CONCISE",
     "PARTIAL_CREDIT",

@@ -52,7 +52,7 @@ from mcpgym._server import GymServer
 FORMS = """\
   an Environment class, functools.partial(Class, ...) or instance   (in-process)
   package.module:Class          an Environment class to import   (in-process)
-  package.module                a module with exactly one Environment subclass   (in-process)
+  package.module                its one Environment subclass (or its __mcpgym_environment__)   (in-process)
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
   "python -m servers.echo"      a command to launch, spoken to over stdio (a list of str too)
@@ -231,7 +231,14 @@ def _module_or_command(name: str) -> ParsedTarget:
     return ParsedTarget("environment", cls, spec=f"{name}:{cls.__qualname__}", module=name)
 
 
+DEFAULT_ATTRIBUTE = "__mcpgym_environment__"
+"""A module with several Environment subclasses names the one its bare module name means."""
+
+
 def _one_environment(module: Any, name: str) -> type[Environment]:
+    default = getattr(module, DEFAULT_ATTRIBUTE, None)
+    if inspect.isclass(default) and issubclass(default, Environment):
+        return default
     found = {
         obj
         for obj in vars(module).values()
@@ -240,7 +247,9 @@ def _one_environment(module: Any, name: str) -> type[Environment]:
     if len(found) != 1:
         names = ", ".join(sorted(c.__qualname__ for c in found)) or "none"
         raise TargetError(
-            f"{name} has {len(found)} Environment subclasses ({names}): name one as {name}:CLASS.", forms=False
+            f"{name} has {len(found)} Environment subclasses ({names}): name one as {name}:CLASS "
+            f"(or set {DEFAULT_ATTRIBUTE} = CLASS in the module).",
+            forms=False,
         )
     (cls,) = found
     return cls
