@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED
 
+import harness
 import mcpgym
+from harness.policy import Policy, tool_call
+from harness.types import AssistantTurn, Message, ToolSpec
 from mcpgym._protocol import episode_meta
+from mcpgym.pool import Pool
 from tests.conftest import serve_gym
 from tests.envs import CLOSED, Counter, Mortal, closed_event
 
@@ -80,16 +87,26 @@ async def test_a_session_that_is_never_closed_expires() -> None:
 MORTAL = "python -m mcpgym serve tests.envs:Mortal"
 
 
-async def _kill_mid_episode(target: mcpgym.Target) -> None:
-    """Start an episode, SIGKILL the server under it, then step: a clear error, never a hang."""
-    with pytest.raises(mcpgym.MCPError, match=r"(Lost the connection|Connection closed)"):
-        with anyio.fail_after(20):
-            async with mcpgym.connect(target) as env:
-                await env.reset()
-                result = await env.call_tool("pid")
-                assert result.observation.structured_content is not None
-                os.kill(result.observation.structured_content["result"], signal.SIGKILL)
+async def _kill_mid_episode(target: mcpgym.Target, names: str) -> None:
+    """Start an episode, SIGKILL the server under it: the step in flight and every later call
+    raise `MCPError` naming the server, the caller's own cancel scope is untouched, and leaving
+    the `async with` afterwards is quiet (the error was already reported)."""
+    with anyio.fail_after(20) as deadline, anyio.CancelScope() as own:
+        async with mcpgym.connect(target) as env:
+            await env.reset()
+            result = await env.call_tool("pid")
+            assert result.observation.structured_content is not None
+            os.kill(result.observation.structured_content["result"], signal.SIGKILL)
+            with pytest.raises(mcpgym.MCPError) as in_flight:
                 await env.call_tool("pid")
+            assert not own.cancel_called and not deadline.cancel_called  # an error, never a cancellation
+            for later in (env.call_tool("pid"), env.state(), env.list_tools(), env.reset()):
+                with pytest.raises(mcpgym.MCPError) as err:
+                    await later
+                assert err.value.code == CONNECTION_CLOSED and names in err.value.message
+    assert in_flight.value.code == CONNECTION_CLOSED
+    assert names in in_flight.value.message and "environment server" in in_flight.value.message
+    assert not own.cancel_called
 
 
 async def _serves_new_episodes(target: mcpgym.Target) -> None:
@@ -99,13 +116,13 @@ async def _serves_new_episodes(target: mcpgym.Target) -> None:
 
 
 async def test_a_killed_stdio_server_is_a_clear_error_and_a_new_one_serves() -> None:
-    await _kill_mid_episode(MORTAL)
+    await _kill_mid_episode(MORTAL, "-m mcpgym serve tests.envs:Mortal")
     await _serves_new_episodes(MORTAL)
 
 
 async def test_a_killed_http_server_is_a_clear_error_and_a_restarted_one_serves() -> None:
     with mcpgym.ServerProcess(f"{MORTAL} --http --port 0") as server:
-        await _kill_mid_episode(server.url)
+        await _kill_mid_episode(server.url, server.url)
         server.process.wait(timeout=10)
     with mcpgym.ServerProcess(f"{MORTAL} --http --port 0") as restarted:
         await _serves_new_episodes(restarted.url)
@@ -151,3 +168,42 @@ async def test_hidden_rewards_stay_out_of_plain_agents_results_but_are_recorded(
         assert not (result.meta or {}).keys() & {mcpgym.STEP_KEY}
     (recorded,) = mcpgym.read_trajectories(str(tmp_path))
     assert recorded.total_reward == 3.0
+
+
+def _killing_policy(kill_in_episode: int) -> Policy:
+    """Calls `pid`; in episode `kill_in_episode` (1-based) it then SIGKILLs the server that
+    answered and calls `pid` again, so that call is in flight on a dead server."""
+    episodes = 0
+
+    async def policy(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+        nonlocal episodes
+        answers = [m["content"] for m in messages if m["role"] == "tool"]
+        if not answers:
+            episodes += 1
+            return AssistantTurn(tool_calls=[tool_call("c1", "pid", {})])
+        if episodes == kill_in_episode and len(answers) == 1:
+            os.kill(int(answers[0]), signal.SIGKILL)
+            return AssistantTurn(tool_calls=[tool_call("c2", "pid", {})])
+        return AssistantTurn(content="done")
+
+    return policy
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http", "pool"])
+async def test_a_rollout_keeps_every_trajectory_when_the_server_dies(kind: str, tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        target: mcpgym.Target = MORTAL
+        if kind != "stdio":
+            servers = [stack.enter_context(mcpgym.ServerProcess(f"{MORTAL} --http --port 0")) for _ in range(2)]
+            target = Pool([s.url for s in servers]) if kind == "pool" else servers[0].url
+        out = tmp_path / "rollout.jsonl"
+        with anyio.fail_after(60):
+            trajectories = await harness.rollout(target, _killing_policy(2), episodes=3, concurrency=1, out=out)
+    assert [t.index for t in trajectories] == [0, 1, 2] and len(harness.read_rollout(out)) == 3
+    assert trajectories[0].status == "ok"
+    killed = trajectories[1]
+    assert killed.status == "failed" and killed.error is not None and "MCPError" in killed.error
+    assert "environment server" in killed.error and len(killed.turns) == 2  # the turn before the kill is kept
+    # Over stdio the worker relaunches the server; a pool routes to the live replica; a lone
+    # dead URL fails the episode with the same clear error, never a cancellation.
+    assert trajectories[2].status == ("failed" if kind == "http" else "ok")
