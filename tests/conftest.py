@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
+from mcp import StdioServerParameters
 from starlette.types import ASGIApp
 
 import mcpgym
@@ -62,10 +64,18 @@ async def door(kind: str, env: type[mcpgym.Environment] = Echo) -> AsyncIterator
     elif kind == "memory":
         yield mcpgym.GymServer(env)
     elif kind == "stdio":
-        yield [sys.executable, "-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        yield stdio(f"{env.__module__}:{env.__qualname__}")
     else:
         async with serve_gym(env) as (_, url):
             yield url
+
+
+def stdio(target: str, *flags: str) -> StdioServerParameters:
+    """`mcpgym serve TARGET FLAGS` over stdio, importing the code under test: the SDK starts a
+    server with a minimal environment, so PYTHONPATH (a checkout that is not the installed one)
+    is passed on explicitly."""
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+    return StdioServerParameters(command=sys.executable, args=["-m", "mcpgym", "serve", target, *flags], env=env)
 
 
 @pytest.fixture(params=DOORS)

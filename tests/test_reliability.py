@@ -18,9 +18,10 @@ import harness
 import mcpgym
 from harness.policy import Policy, tool_call
 from harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym._errors import AT_CAPACITY
 from mcpgym._protocol import episode_meta
 from mcpgym.pool import Pool
-from tests.conftest import serve_gym
+from tests.conftest import serve_gym, stdio
 from tests.envs import CLOSED, Counter, Mortal, closed_event
 
 pytestmark = pytest.mark.anyio
@@ -155,10 +156,48 @@ async def test_capacity_is_a_clear_error_and_existing_episodes_carry_on() -> Non
             await b.reset()
             with pytest.raises(mcpgym.MCPError, match="capacity") as err:
                 await c.reset()
-            assert err.value.code == -32600
+            assert err.value.code == AT_CAPACITY == -32050  # our own code, not JSON-RPC's invalid request
+            assert err.value.data == {"live_episodes": 2, "max_episodes": 2}
             assert (await a.call_tool("add", {"n": 1})).reward == 0.1
             await b.close_episode()
             await c.reset()  # capacity freed as an episode ended
+
+
+@pytest.mark.parametrize("kind", ["memory", "stdio", "http"])
+async def test_replacing_your_own_episode_at_capacity_never_counts_twice(kind: str) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        target: mcpgym.Target = mcpgym.GymServer(Counter, max_episodes=1)
+        if kind == "stdio":
+            target = stdio("tests.envs:Counter", "--max-episodes", "1")
+        elif kind == "http":
+            _, target = await stack.enter_async_context(serve_gym(Counter, max_episodes=1))
+        env = await stack.enter_async_context(mcpgym.connect(target))
+        for seed in range(6):  # each reset replaces the last episode: never "at capacity"
+            await env.reset(seed=seed)
+            assert (await env.call_tool("add", {"n": 1})).reward == 0.1
+        if kind == "stdio":
+            return  # a second stdio client starts a server of its own
+        other = await stack.enter_async_context(mcpgym.connect(target))
+        with pytest.raises(mcpgym.MCPError) as err:  # a second client is refused, and nothing else changes
+            await other.reset()
+        assert err.value.code == AT_CAPACITY and other.episode_id is None
+        assert (await env.call_tool("add", {"n": 1})).reward == 0.1
+
+
+async def test_a_shared_instance_serves_one_client_and_is_closed_exactly_once() -> None:
+    CLOSED.clear()
+    shared = Counter()
+    async with mcpgym.connect(shared) as first:
+        await first.reset(options={"label": "one"})
+        with pytest.raises(RuntimeError, match="connected to another client"):
+            async with mcpgym.connect(shared):
+                pass
+        assert (await first.call_tool("add", {"n": 1})).reward == 0.1  # untouched by the refused one
+    assert CLOSED["one"] == 1
+    with pytest.raises(RuntimeError, match="was closed"):
+        async with mcpgym.connect(shared):
+            pass
+    assert CLOSED["one"] == 1
 
 
 async def test_hidden_rewards_stay_out_of_plain_agents_results_but_are_recorded(tmp_path: object) -> None:

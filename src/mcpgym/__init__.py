@@ -10,7 +10,7 @@ from mcpgym._cli import run
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
-from mcpgym._errors import MCPError, ToolError
+from mcpgym._errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
@@ -22,8 +22,10 @@ from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListT
 __version__ = "0.1.0"
 
 __all__ = [
+    "AT_CAPACITY",
     "EPISODE_HEADER",
     "EPISODE_KEY",
+    "HTTP_ERROR",
     "STEP_KEY",
     "Action",
     "AsyncEnv",

@@ -19,6 +19,9 @@ from mcpgym._episode import Episode, build, unknown_episode
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState, ToolStep
 
+_CLIENT = "_mcpgym_client"
+"""Attribute naming the client an instance target belongs to (None once it was closed)."""
+
 
 class InProcessEnv(AsyncEnv):
     """An environment class or `partial(Class, ...)` (a fresh instance per episode), or an
@@ -36,11 +39,23 @@ class InProcessEnv(AsyncEnv):
         self._closer = Episode(self._shared, "-") if self._shared is not None else None
 
     async def _connect(self) -> None:
-        pass
+        if self._shared is None:
+            return
+        # One client per instance: a second one would reset the first one's episode under it,
+        # and each would close() the instance (close runs exactly once, when its client leaves).
+        claimed = getattr(self._shared, _CLIENT, self)
+        if claimed is not self:
+            why = "is connected to another client" if claimed is not None else "was closed when its client left"
+            raise RuntimeError(
+                f"This {self.env_cls.__name__} instance {why}: an instance serves one client. Pass the class "
+                "(or functools.partial(Class, ...)) to get a fresh instance per episode."
+            )
+        object.__setattr__(self._shared, _CLIENT, self)
 
     async def _disconnect(self) -> None:
-        if self._closer is not None:
+        if self._closer is not None and getattr(self._shared, _CLIENT, None) is self:
             await self._closer.close()
+            object.__setattr__(self._shared, _CLIENT, None)
 
     async def _reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None

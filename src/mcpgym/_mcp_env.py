@@ -147,8 +147,6 @@ class MCPEnv(AsyncEnv):
             try:
                 return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
             except MCPError as exc:
-                if self._http is not None and previous is not None:
-                    self._http.headers[EPISODE_HEADER] = previous  # the header names the live episode again
                 if exc.code != METHOD_NOT_FOUND:
                     raise self._lost(exc) from None
                 # Not an mcpgym server: its tools are still actions, without reward or episodes.

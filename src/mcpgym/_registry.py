@@ -18,7 +18,7 @@ import anyio
 
 from mcpgym._environment import Environment
 from mcpgym._episode import Episode, build, logger, unknown_episode
-from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
+from mcpgym._errors import AT_CAPACITY, INVALID_PARAMS, MCPError
 from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
 
@@ -69,19 +69,22 @@ class EpisodeRegistry:
         owner: str | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
-        episode to a transport session so no other session can drive it."""
+        episode to a transport session so no other session can drive it.
+
+        The episodes it replaces never count against `max_episodes`, and they are closed
+        whether or not the new one starts (a reset says the caller is done with them): a
+        failed reset leaves the caller with no episode, never a half-closed one."""
         # Claim the id before any await: concurrent resets of one id then each replace the
         # instance before them, and every instance they made is closed.
         replaced = self._episodes.get(episode_id)
         if replaced is not None and replaced.owner not in (None, owner):
             raise MCPError(INVALID_PARAMS, "That episode id is taken: mint a fresh one for a new episode.")
-        self._episodes.pop(episode_id, None)
-        retired = [replaced]
+        retired = [self._episodes.pop(episode_id, None)]
+        if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
+            retired.append(self._episodes.pop(previous))  # out before admission: it frees its place
         try:
             episode = self._admit(episode_id, owner=owner)
         finally:
-            if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
-                retired.append(self._episodes.pop(previous))
             for old in retired:
                 if old is not None:
                     await old.close()
@@ -165,9 +168,10 @@ class EpisodeRegistry:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
-                INVALID_REQUEST,
+                AT_CAPACITY,
                 f"Server at capacity: {len(self._episodes)} live episodes (max_episodes={self.max_episodes}). "
                 "Close finished episodes or retry later.",
+                {"live_episodes": len(self._episodes), "max_episodes": self.max_episodes},
             )
         episode = Episode(
             build(self.factory), episode_id, recorder=self.recorder, implicit=implicit, call_timeout=self.call_timeout
