@@ -222,13 +222,15 @@ async def rollout(
     out: str | Path | None = None,
     on_trajectory: Callable[[Trajectory], None] | None = None,
     progress: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> list[Trajectory]:
     """Play `episodes` episodes of `env_target` with `policy`, at most `concurrency` at a time.
 
     Episode i is reset with `seed + i` (when `seed` is given) and `options` (one dict for all,
     or a sequence cycled through by index, e.g. one `{"task_id": ...}` per task). Each finished
     trajectory is appended to `out` as one JSON line (flushed at once) and passed to
-    `on_trajectory`. Returns all trajectories in index order, failed ones included.
+    `on_trajectory`. Returns all trajectories in index order, failed ones included. `headers`
+    go to an HTTP target (e.g. `{"Authorization": "Bearer T"}` for a server run with `--token`).
     """
     run = _Run(
         targets.resolve(env_target),
@@ -239,6 +241,7 @@ async def rollout(
         seed=seed,
         options=options,
         on_trajectory=on_trajectory,
+        headers=headers,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -267,12 +270,13 @@ class _Run:
     seed: int | None
     options: Options
     on_trajectory: Callable[[Trajectory], None] | None
+    headers: dict[str, str] | None = None
     sinks: list[Callable[[Trajectory], None]] = field(default_factory=list)
     finished: list[Trajectory] = field(default_factory=list)
 
     async def worker(self, receive: MemoryObjectReceiveStream[int]) -> None:
         with receive:
-            async with _Connection(self.target, self.timeout) as connection:
+            async with _Connection(self.target, self.timeout, self.headers) as connection:
                 async for index in receive:
                     self._finish(await self._episode(connection, index))
 
@@ -310,9 +314,10 @@ class _Connection:
     """A worker's environment connection: opened on first use, kept across episodes, dropped
     (and reopened by the next episode) after an episode failure that may have broken it."""
 
-    def __init__(self, target: mcpgym.Target, timeout: float | None) -> None:
+    def __init__(self, target: mcpgym.Target, timeout: float | None, headers: dict[str, str] | None = None) -> None:
         self._target = target
         self._timeout = timeout
+        self._headers = headers
         self._stack: contextlib.AsyncExitStack | None = None
         self._env: mcpgym.AsyncEnv | None = None
 
@@ -329,7 +334,7 @@ class _Connection:
         timeout = self._timeout if self._timeout is not None else math.inf
         deadline = stack.enter_context(anyio.CancelScope(deadline=anyio.current_time() + timeout))
         try:
-            env = await stack.enter_async_context(mcpgym.connect(self._target))
+            env = await stack.enter_async_context(mcpgym.connect(self._target, headers=self._headers))
         except BaseException as exc:
             if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
                 raise

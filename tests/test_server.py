@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 import mcpgym
 from mcpgym._protocol import CLOSE_METHOD, EXTENSION_ID, RESET_METHOD, STEP_KEY, episode_meta, new_episode_id
 from servers.echo import Echo
-from tests.conftest import serve_gym
+from tests.conftest import serve_app, serve_gym
 from tests.envs import CLOSED, Counter, closed_event
 
 pytestmark = pytest.mark.anyio
@@ -179,3 +179,26 @@ async def test_sixty_four_concurrent_http_episodes_see_only_their_own_state() ->
             for i in range(64):
                 tg.start_soon(episode, i)
         assert len(server.registry) == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status", "words"),
+    [
+        ("/mcp", {}, 401, ["Authorization: Bearer", "--token"]),
+        ("", {"Authorization": "Bearer s3cret"}, 404, ["this server's MCP endpoint is /mcp", "try http"]),
+        ("/mcp", {"Authorization": "Bearer s3cret", "Host": "evil.example"}, 421, ["Host", "--allowed-host"]),
+        ("/mcp", {"Authorization": "Bearer s3cret", "Origin": "http://evil.test"}, 403, ["Origin", "--allowed-host"]),
+    ],
+)
+async def test_http_refusals_say_the_status_and_what_to_do(
+    path: str, headers: dict[str, str], status: int, words: list[str]
+) -> None:
+    gym = mcpgym.GymServer(Counter)
+    async with serve_app(gym.http_app(token="s3cret")) as base:
+        with pytest.raises(mcpgym.MCPError) as err:
+            async with mcpgym.connect(base + path, headers=headers):
+                pass
+    assert err.value.code == mcpgym.HTTP_ERROR and err.value.data["status"] == status
+    assert err.value.message.startswith(f"HTTP {status} ") and base + path in err.value.message
+    for word in words:
+        assert word in err.value.message

@@ -78,6 +78,33 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """How a client authenticates to an HTTP target (`tools`, `call`, `rollout`)."""
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("MCPGYM_TOKEN"),
+        help="send 'Authorization: Bearer TOKEN' to an HTTP target (default: $MCPGYM_TOKEN, as `serve` reads it)",
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header to send to an HTTP target (e.g. for a proxy); repeatable",
+    )
+
+
+def client_headers(args: argparse.Namespace) -> dict[str, str]:
+    """The headers `add_client_options` asked for (`--header` wins over `--token`)."""
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    for line in args.header:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise SystemExit(f"mcpgym: --header {line!r} is not 'NAME: VALUE'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
 def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
     server = GymServer(
         env,
@@ -102,7 +129,10 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
     options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
-    stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    try:
+        stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback
+        sys.exit(f"mcpgym: {exc.strerror or exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
 
@@ -153,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     tools.add_argument("target", metavar="TARGET")
     tools.add_argument("--json", action="store_true", help="print the full tools/list entries as JSON")
+    add_client_options(tools)
 
     call = sub.add_parser(
         "call",
@@ -165,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="the tool's arguments object")
     call.add_argument("--seed", type=int, default=None, help="seed for reset()")
     call.add_argument("--options", default=None, metavar="JSON", help="options object for reset()")
+    add_client_options(call)
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="MODULE:CLASS")
@@ -193,8 +225,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return value
 
 
-async def _tools(target: str, as_json: bool) -> None:
-    async with connect(target) as env:
+async def _tools(target: str, as_json: bool, headers: dict[str, str]) -> None:
+    async with connect(target, headers=headers) as env:
         listed = await env.list_tools()
     if as_json:
         print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed], indent=2))
@@ -209,7 +241,7 @@ async def _tools(target: str, as_json: bool) -> None:
 async def _call(args: argparse.Namespace) -> int:
     arguments = _json_object(args.arguments, "the tool arguments")
     options = _json_object(args.options, "--options") if args.options else None
-    async with connect(args.target) as env:
+    async with connect(args.target, headers=client_headers(args)) as env:
         await env.reset(seed=args.seed, options=options)
         result = await env.call_tool(args.tool, arguments)
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -229,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             dispatch(args)
         elif args.command == "tools":
-            anyio.run(_tools, args.target, args.json)
+            anyio.run(_tools, args.target, args.json, client_headers(args))
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
         elif args.command == "check":

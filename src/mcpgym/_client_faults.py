@@ -29,11 +29,10 @@ _MAX_ERROR_BODY = 4096
 """Bytes of a refusal's body kept for the message (a hint, never a page of HTML)."""
 
 _HINTS = {
-    401: "this server requires a token: pass --token T (or MCPGYM_TOKEN), or "
-    "headers={'Authorization': 'Bearer T'} to mcpgym.connect",
+    401: "pass the server's token: --token T or MCPGYM_TOKEN=T (mcpgym CLI), "
+    "headers={'Authorization': 'Bearer T'} (mcpgym.connect)",
     403: "the server refused this request's Origin (DNS-rebinding protection): start it with "
     "--allowed-host NAME for the name you use",
-    404: "no MCP endpoint at this URL",
     421: "the server refused this Host name (DNS-rebinding protection): start it with --allowed-host NAME[:PORT] "
     "for the name you use",
 }
@@ -76,7 +75,7 @@ class FaultMappingTransport(httpx2.AsyncBaseTransport):
         said = _server_message(raw)
         hint = _HINTS.get(response.status_code)
         if response.status_code == 404 and not urlsplit(self.url).path.rstrip("/").endswith("/mcp"):
-            hint = f"{hint}: an mcpgym server's MCP endpoint is /mcp (try {self.url.rstrip('/')}/mcp)"
+            hint = f"MCP endpoints usually end in /mcp: try {self.url.rstrip('/')}/mcp"
         status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
         message = f"{status} from {self.url}" + "".join(f": {part}" for part in (said, hint) if part)
         data = {"status": response.status_code, "url": self.url, "server_message": said, "hint": hint}

@@ -9,6 +9,7 @@ SDK's request-body limit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import signal
 import socket
@@ -93,7 +94,17 @@ def http_app(
         max_request_body_size=max_body_bytes,
         custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"])],
     )
+    app.add_exception_handler(404, _not_found(path))
     return BearerAuth(app, token) if token else app
+
+
+def _not_found(path: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    # A client pointed at the bare host:port (or a typo) is told where the MCP endpoint is.
+    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+        message = f"no endpoint at {request.url.path}: this server's MCP endpoint is {path}"
+        return JSONResponse({"error": "not_found", "message": message}, status_code=404)
+
+    return not_found
 
 
 def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
@@ -125,13 +136,14 @@ async def serve_http(
     options = {"log_level": "warning", "timeout_keep_alive": 65, "timeout_graceful_shutdown": 30, **uvicorn_options}
     config = uvicorn.Config(app, host=host, port=port, **options)
     server = UvicornServer(config)
+    sock = listen(host, port)  # here, not in uvicorn: a port in use is one OSError, not an exit mid-task-group
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
             # Shielded: cancelling serve_http asks uvicorn to shut down (its lifespan shutdown
             # closes every episode) rather than tearing it down mid-request.
-            with anyio.CancelScope(shield=True):
-                await server.serve()
+            with sock, anyio.CancelScope(shield=True):
+                await server.serve([sock])
             tg.cancel_scope.cancel()  # it stopped by itself (e.g. SIGTERM): stop waiting too
 
         tg.start_soon(run)
@@ -144,6 +156,17 @@ async def serve_http(
         finally:
             server.should_exit = True
     return server.captured_signal
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; an `OSError` that says which address when it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        hint = " (another server is using it: pick another --port, or 0 for a free one)"
+        said = f"cannot listen on {host}:{port}: {exc.strerror}" + (hint if exc.errno == errno.EADDRINUSE else "")
+        raise OSError(exc.errno, said) from None
 
 
 class UvicornServer(uvicorn.Server):
