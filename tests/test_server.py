@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 import mcpgym
 from mcpgym._protocol import CLOSE_METHOD, EXTENSION_ID, RESET_METHOD, STEP_KEY, episode_meta, new_episode_id
 from servers.echo import Echo
-from tests.conftest import serve_app, serve_gym
+from tests.conftest import serve_app, serve_gym, stdio
 from tests.envs import CLOSED, Counter, closed_event
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +62,7 @@ async def test_plain_agent_without_reset_gets_an_implicit_episode_with_rewards()
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_over_stdio_the_process_is_the_episode_in_either_protocol(mode: str) -> None:
-    command = mcpgym._connect.command("python -m mcpgym serve tests.envs:Counter")
+    command = stdio("tests.envs:Counter")
     async with Client(command, mode=mode) as agent:
         steps = [_step_meta(await agent.call_tool("add", {"n": 1}))["step"] for _ in range(3)]
     assert steps == [1, 2, 3]
