@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -246,3 +247,39 @@ async def test_a_rollout_keeps_every_trajectory_when_the_server_dies(kind: str, 
     # Over stdio the worker relaunches the server; a pool routes to the live replica; a lone
     # dead URL fails the episode with the same clear error, never a cancellation.
     assert trajectories[2].status == ("failed" if kind == "http" else "ok")
+
+
+def _trl_episode(env: Any) -> int:
+    env.reset(seed=0)
+    return int(env.pid())
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_a_trl_instance_reconnects_on_the_next_reset_after_its_server_died(kind: str) -> None:
+    import mcpgym.trl
+
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(mcpgym.ServerProcess(f"{MORTAL} --http --port 0")) if kind == "http" else None
+        target: mcpgym.Target = server.url if server is not None else stdio("tests.envs:Mortal")
+        Env = mcpgym.trl.environment_class(target)
+        env: Any = Env()
+        try:
+            first = _trl_episode(env)
+            assert env.get_reward() == 0.0
+            os.kill(first, signal.SIGKILL)
+            with pytest.raises(mcpgym.MCPError, match="environment server"):
+                env.pid()  # the episode in flight fails ...
+            assert env.failed and env.get_reward() is None  # ... and stays unscored
+            if server is not None:  # the same URL comes back (a restarted pod)
+                server.process.wait(timeout=10)
+                port = server.url.rsplit(":", 1)[1].split("/")[0]
+                back = stack.enter_context(mcpgym.ServerProcess(f"{MORTAL} --http --port {port}"))
+            second = _trl_episode(env)  # the next reset reconnects: relaunched (stdio) or a new session (HTTP)
+            assert second != first and not env.failed and env.get_reward() == 0.0
+            if server is not None:  # restarted between episodes, with no failed call to notice it:
+                os.kill(second, signal.SIGKILL)  # the old HTTP session is unknown to the new process
+                back.process.wait(timeout=10)
+                restarted = stack.enter_context(mcpgym.ServerProcess(f"{MORTAL} --http --port {port}"))
+                assert _trl_episode(env) == restarted.pid
+        finally:
+            env._close()

@@ -38,17 +38,22 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import mcp_types as types
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._environment import Environment
+from mcpgym._errors import MCPError
 from mcpgym._mcp_env import MCPEnv
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
+
+log = logging.getLogger("mcpgym.trl")
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # as mcpgym.connect reads targets
 
@@ -87,12 +92,26 @@ class MCPEnvironment:
         self._done = False
         self._running = False
         self._failed = False
+        self._broken = False
 
     def reset(self, **row: Any) -> str | None:
-        """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
-        if self._session is None or not self._session.alive:  # first use, mcpgym.trl.close(), or a fork
-            self._session = runtime.open(self._target, self._connect_options)
-        first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
+        """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation.
+
+        TRL keeps an instance for the whole run, so a connection that broke (the server died or
+        restarted) is replaced here: stdio relaunches the command, HTTP opens a new session."""
+        seed, options = row.get("seed"), episode_options(row, self._option_columns)
+        self._running = False
+        if self._broken or self._session is None or not self._session.alive:  # first use, close(), fork, lost
+            self._reconnect()
+        assert self._session is not None
+        try:
+            first = self._session.call(self._session.env.reset, seed, options)
+        except MCPError as exc:
+            if not connection_lost(exc):
+                raise
+            # Found broken only now (e.g. the server restarted between episodes): one fresh try.
+            self._reconnect()
+            first = self._session.call(self._session.env.reset, seed, options)
         self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
         text = type(self)._render(first.observation)
         return None if text is None else separated(row.get("prompt"), text)
@@ -121,12 +140,21 @@ class MCPEnvironment:
         """Tool calls the environment answered in this episode."""
         return self._steps
 
+    def _reconnect(self) -> None:
+        self._broken = False
+        if self._session is not None and self._session.alive:  # a forked child's belongs to its parent's loop
+            self._close()
+        self._session = runtime.open(self._target, self._connect_options)
+
     def _close(self) -> None:
         """Close this instance's connection (TRL never does; the process exit does it otherwise)."""
         session, self._session = self._session, None
         self._running = False
         if session is not None:
-            session.close()
+            try:
+                session.close()
+            except Exception:  # a broken connection may fail to close; its replacement must still open
+                log.warning("mcpgym.trl: closing a broken environment connection failed", exc_info=True)
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
         if self._session is None or not self._running:
@@ -137,8 +165,9 @@ class MCPEnvironment:
             if not self._session.alive:  # its loop is gone: a call would raise or hang forever
                 raise RuntimeError("The environment connection was closed; reset() opens a new one.")
             result = self._session.call(self._session.env.call_tool, name, arguments)
-        except Exception:
+        except Exception as exc:
             self._failed = True  # the infrastructure failed, not the model: the episode goes unscored
+            self._broken = isinstance(exc, MCPError) and connection_lost(exc)  # the next reset reconnects
             raise
         self._return += result.reward
         self._steps += 1
@@ -188,6 +217,12 @@ def environment_class(
     cls = type(class_name, (MCPEnvironment,), namespace)
     cls.__qualname__ = class_name
     return cls
+
+
+def connection_lost(exc: MCPError) -> bool:
+    """The connection, not the request, failed: the server died, is unreachable, or (restarted)
+    no longer knows this client's HTTP session."""
+    return exc.code == CONNECTION_CLOSED or (exc.code == INVALID_REQUEST and "Session" in exc.message)
 
 
 def tool_method(shape: ToolShape) -> Callable[..., str]:
