@@ -13,7 +13,17 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcpgym
-from mcpgym._protocol import CLOSE_METHOD, EXTENSION_ID, RESET_METHOD, STEP_KEY, episode_meta, new_episode_id
+from mcpgym._protocol import (
+    CLOSE_METHOD,
+    EXTENSION_ID,
+    RESET_METHOD,
+    STEP_KEY,
+    ResetParams,
+    ResetRequest,
+    ResetResult,
+    episode_meta,
+    new_episode_id,
+)
 from servers.echo import Echo
 from tests.conftest import serve_app, serve_gym, stdio
 from tests.envs import CLOSED, Counter, closed_event
@@ -96,8 +106,13 @@ async def test_unknown_or_malformed_episode_ids_are_protocol_errors() -> None:
     async with Client(server.mcp) as client:
         with pytest.raises(mcpgym.MCPError, match="Unknown episode"):
             await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta(new_episode_id()))
-        with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
-            await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta("short"))
+        for malformed in ("short", new_episode_id() + "\n"):  # "$" would let the trailing newline through
+            with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
+                await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta(malformed))
+            with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
+                await client.session.send_request(
+                    ResetRequest(params=ResetParams(_meta=episode_meta(malformed))), ResetResult
+                )
     async with mcpgym.connect(server) as env:
         with pytest.raises(RuntimeError, match="reset"):
             await env.call_tool("echo_message", {"message": "x"})
@@ -202,3 +217,14 @@ async def test_http_refusals_say_the_status_and_what_to_do(
     assert err.value.message.startswith(f"HTTP {status} ") and base + path in err.value.message
     for word in words:
         assert word in err.value.message
+
+
+async def test_healthz_tells_load_only_to_clients_that_may_use_the_server() -> None:
+    gym = mcpgym.GymServer(Counter)
+    async with serve_app(gym.http_app(token="s3cret")) as base, httpx2.AsyncClient() as http:
+        token = {"Authorization": "Bearer s3cret"}
+        for headers in ({}, {"Host": "attacker.example", **token}, {"Origin": "http://attacker.example", **token}):
+            probe = await http.get(f"{base}/healthz", headers=headers)  # a probe: alive, and nothing more
+            assert probe.status_code == 200 and probe.json() == {"status": "ok"}
+        full = (await http.get(f"{base}/healthz", headers=token)).json()
+        assert full["environment"] == "Counter" and full["episodes"] == 0 and full["max_episodes"] == 10_000

@@ -92,7 +92,7 @@ def http_app(
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
         max_request_body_size=max_body_bytes,
-        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"])],
+        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym, security, token), methods=["GET"])],
     )
     app.add_exception_handler(404, _not_found(path))
     return BearerAuth(app, token) if token else app
@@ -107,8 +107,24 @@ def _not_found(path: str) -> Callable[[Request, Exception], Awaitable[JSONRespon
     return not_found
 
 
-def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
+def _health(
+    gym: GymServer, security: TransportSecuritySettings, token: str | None
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """`GET /healthz`: a bare liveness answer for anyone (a kubelet probes with the pod IP as
+    Host, and no token); the load figures (what `mcpgym.pool` places episodes by) only for a
+    request that passes the same Host/Origin checks and token as `/mcp` itself."""
+    expected = f"Bearer {token}".encode() if token else None
+
     async def health(request: Request) -> JSONResponse:
+        host, origin = request.headers.get("host", ""), request.headers.get("origin")
+        trusted = _allowed(host, security.allowed_hosts) and (
+            origin is None or _allowed(origin, security.allowed_origins)
+        )
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            trusted = hmac.compare_digest(given, expected) and trusted
+        if not trusted:
+            return JSONResponse({"status": "ok"})
         registry = gym.registry
         return JSONResponse(
             {
@@ -123,6 +139,11 @@ def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
         )
 
     return health
+
+
+def _allowed(value: str, patterns: Sequence[str]) -> bool:
+    """The SDK's Host/Origin rule (exact, or `name:*` for any port), without its per-request warning."""
+    return any(value == p or (p.endswith(":*") and value.startswith(p[:-1])) for p in patterns)
 
 
 async def serve_http(
