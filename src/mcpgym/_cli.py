@@ -124,6 +124,12 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
             "(DNS-rebinding protection); add --allowed-host NAME[:PORT] for the names clients use",
             file=sys.stderr,
         )
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.token:
+        print(
+            f"warning: serving {args.host or 'all interfaces'} without --token (or MCPGYM_TOKEN): anyone who "
+            "can reach the port can drive episodes",
+            file=sys.stderr,
+        )
 
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
