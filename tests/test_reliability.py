@@ -118,8 +118,8 @@ async def _serves_new_episodes(target: mcpgym.Target) -> None:
 
 
 async def test_a_killed_stdio_server_is_a_clear_error_and_a_new_one_serves() -> None:
-    await _kill_mid_episode(MORTAL, "-m mcpgym serve tests.envs:Mortal")
-    await _serves_new_episodes(MORTAL)
+    await _kill_mid_episode(stdio("tests.envs:Mortal"), "-m mcpgym serve tests.envs:Mortal")
+    await _serves_new_episodes(stdio("tests.envs:Mortal"))
 
 
 async def test_a_killed_http_server_is_a_clear_error_and_a_restarted_one_serves() -> None:
@@ -232,7 +232,7 @@ def _killing_policy(kill_in_episode: int) -> Policy:
 @pytest.mark.parametrize("kind", ["stdio", "http", "pool"])
 async def test_a_rollout_keeps_every_trajectory_when_the_server_dies(kind: str, tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
-        target: mcpgym.Target = MORTAL
+        target: mcpgym.Target = stdio("tests.envs:Mortal")
         if kind != "stdio":
             servers = [stack.enter_context(mcpgym.ServerProcess(f"{MORTAL} --http --port 0")) for _ in range(2)]
             target = Pool([s.url for s in servers]) if kind == "pool" else servers[0].url
@@ -283,3 +283,31 @@ def test_a_trl_instance_reconnects_on_the_next_reset_after_its_server_died(kind:
                 assert _trl_episode(env) == restarted.pid
         finally:
             env._close()
+
+
+async def test_resets_on_one_http_session_register_one_cleanup_not_one_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcpgym._server as server_module
+
+    seen: dict[int, Any] = {}
+    real = server_module.connection_of
+
+    def spy(ctx: Any) -> Any:
+        connection = real(ctx)
+        seen[id(connection)] = connection
+        return connection
+
+    monkeypatch.setattr(server_module, "connection_of", spy)
+    CLOSED.clear()
+    async with serve_gym(Counter) as (gym, url), mcpgym.connect(url, mode="legacy") as env:
+        await env.reset(options={"label": "first"})
+        (connection,) = seen.values()  # the premise: one session-based connection, seen by reset
+        after_one = len(connection.exit_stack._exit_callbacks)
+        for _ in range(50):
+            await env.reset(options={"label": "again"})
+        assert len(connection.exit_stack._exit_callbacks) == after_one  # O(1) per connection
+        assert len(gym.registry) == 1
+        closed = closed_event("again")
+        env.episode_id = None  # leave it open: the session's end (not mcpgym/close) must close it
+    with anyio.fail_after(10):
+        await closed.wait()  # and the session's end still closes the episode it held
+    assert CLOSED == {"first": 1, "again": 50} and len(gym.registry) == 0

@@ -54,6 +54,8 @@ class EpisodeRegistry:
         self.max_episodes = max_episodes
         self.idle_timeout = idle_timeout
         self._episodes: dict[str, Episode] = {}
+        self._owned: dict[str, set[str]] = {}
+        """Live episode ids per owning transport session, so a session's end closes exactly its own."""
         self._high_water = 0
 
     def __len__(self) -> int:
@@ -79,9 +81,9 @@ class EpisodeRegistry:
         replaced = self._episodes.get(episode_id)
         if replaced is not None and replaced.owner not in (None, owner):
             raise MCPError(INVALID_PARAMS, "That episode id is taken: mint a fresh one for a new episode.")
-        retired = [self._episodes.pop(episode_id, None)]
+        retired = [self._remove(episode_id)]
         if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
-            retired.append(self._episodes.pop(previous))  # out before admission: it frees its place
+            retired.append(self._remove(previous))  # out before admission: it frees its place
         try:
             episode = self._admit(episode_id, owner=owner)
         finally:
@@ -124,6 +126,11 @@ class EpisodeRegistry:
         if episode is not None:
             await self._retire(episode)
 
+    async def close_owned(self, owner: str) -> None:
+        """Close every episode bound to the transport session `owner` (the session ended)."""
+        for episode_id in list(self._owned.get(owner, ())):
+            await self.close(episode_id, owner)
+
     async def close_all(self) -> None:
         async with anyio.create_task_group() as tg:
             for episode in list(self._episodes.values()):
@@ -149,7 +156,7 @@ class EpisodeRegistry:
 
     async def _retire(self, episode: Episode) -> None:
         if self._episodes.get(episode.id) is episode:
-            del self._episodes[episode.id]
+            self._remove(episode.id)
         await episode.close()
         if not self._episodes and self._high_water >= _TRIM_AFTER:
             self._high_water = 0
@@ -163,6 +170,17 @@ class EpisodeRegistry:
         while True:
             await anyio.sleep(period)
             await self.expire_idle()
+
+    def _remove(self, episode_id: str) -> Episode | None:
+        """Take `episode_id` out of the registry (and out of its owner's set); the caller closes it."""
+        episode = self._episodes.pop(episode_id, None)
+        if episode is not None and episode.owner is not None:
+            owned = self._owned.get(episode.owner)
+            if owned is not None:
+                owned.discard(episode_id)
+                if not owned:
+                    del self._owned[episode.owner]
+        return episode
 
     def _admit(self, episode_id: str, *, implicit: bool = False, owner: str | None = None) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
@@ -178,5 +196,7 @@ class EpisodeRegistry:
         )
         episode.owner = owner
         self._episodes[episode_id] = episode
+        if owner is not None:
+            self._owned.setdefault(owner, set()).add(episode_id)
         self._high_water = max(self._high_water, len(self._episodes))
         return episode

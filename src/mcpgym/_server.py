@@ -46,6 +46,7 @@ from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
 _IMPLICIT = "mcpgym.implicit-episode"
+_OWNED = "mcpgym.closes-owned-episodes"
 
 
 class GymExtension(Extension):
@@ -70,8 +71,12 @@ class GymExtension(Extension):
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
         result = await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
         if owner is not None:
-            # Bound to an HTTP session that nobody else may use: it ends with that session.
-            connection_of(ctx).exit_stack.push_async_callback(self.registry.close, episode_id, owner)
+            # Bound to an HTTP session that nobody else may use: it ends with that session. One
+            # callback per connection (not per reset) closes whatever the session still holds.
+            connection = connection_of(ctx)
+            if not connection.state.get(_OWNED):
+                connection.state[_OWNED] = True
+                connection.exit_stack.push_async_callback(self.registry.close_owned, owner)
         return result
 
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
@@ -180,11 +185,16 @@ class GymServer:
         async with lock:
             episode: Episode | None = state.get(_IMPLICIT)
             if episode is None or episode.closed:
+                if cleanup is not None and episode is None:  # once per connection: it closes the current one
+                    cleanup.push_async_callback(self._close_implicit, state)
                 episode = await self.registry.open_implicit()
                 state[_IMPLICIT] = episode
-                if cleanup is not None:
-                    cleanup.push_async_callback(self.registry.close, episode.id)
             return episode
+
+    async def _close_implicit(self, state: dict[str, Any]) -> None:
+        episode: Episode | None = state.get(_IMPLICIT)
+        if episode is not None:
+            await self.registry.close(episode.id)
 
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout (the lifespan closes its episodes)."""
