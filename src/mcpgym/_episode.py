@@ -117,7 +117,7 @@ class Episode:
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
-            self._log.reset(jsonable)
+            await self._log.reset(jsonable)
         return ResetResult(observation=jsonable)
 
     @property
@@ -196,7 +196,7 @@ class Episode:
                 outcome = self._account(result, ledger)
             if self._log is not None:
                 done, truncated, number = outcome.done, outcome.truncated, outcome.info["step"]
-                self._log.step(
+                await self._log.step(
                     name, arguments, outcome.observation, outcome.reward, done, truncated, number, started=started
                 )
             return outcome
@@ -248,7 +248,7 @@ class Episode:
                 waited = True
             try:
                 if self._log is not None:
-                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
+                    await self._log.close(self.step_count, self.total_reward, self.done, self.truncated)
                 if self.owns_env:
                     with anyio.move_on_after(_CLOSE_WAIT):
                         await _run_user(self.env.close)
