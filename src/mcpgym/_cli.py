@@ -20,6 +20,7 @@ from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD
+from mcpgym._http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._server import GymServer
 
 _TARGETS = """\
@@ -75,6 +76,19 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest HTTP request body (%(default)s)"
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        help="seconds a client has to send a request's headers before it is disconnected (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open HTTP connections at most; past it, ones still sending headers are dropped first "
+        "(default: the open-file limit less a reserve)",
     )
 
 
@@ -134,7 +148,13 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
 
-    options = {"allowed_hosts": args.allowed_host, "token": args.token, "max_body_bytes": args.max_body_bytes}
+    options = {
+        "allowed_hosts": args.allowed_host,
+        "token": args.token,
+        "max_body_bytes": args.max_body_bytes,
+        "header_timeout": args.header_timeout,
+        "max_connections": args.max_connections,
+    }
     try:
         stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback

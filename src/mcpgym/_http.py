@@ -8,6 +8,7 @@ SDK's request-body limit.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import hmac
@@ -16,7 +17,7 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import uvicorn
@@ -26,7 +27,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 from uvicorn.server import HANDLED_SIGNALS
+
+from mcpgym._http_guard import (
+    DEFAULT_HEADER_TIMEOUT,
+    Limits,
+    default_max_connections,
+    guarded,
+    log_descriptor_exhaustion_once,
+)
 
 if TYPE_CHECKING:
     from mcpgym._server import GymServer
@@ -147,15 +158,27 @@ def _allowed(value: str, patterns: Sequence[str]) -> bool:
 
 
 async def serve_http(
-    app: ASGIApp, host: str, port: int, *, on_ready: Callable[[str], None] | None = None, **uvicorn_options: Any
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    max_connections: int | None = None,
+    **uvicorn_options: Any,
 ) -> int | None:
     """Run `app` with uvicorn until cancelled or signalled; `on_ready(base_url)` runs once the
     socket listens (with the real port, so `port=0` picks a free one). Returns the signal that
-    stopped it (SIGTERM, SIGINT), if one did."""
+    stopped it (SIGTERM, SIGINT), if one did. `header_timeout` and `max_connections` (default:
+    a share of the open-file limit) guard against clients that never finish a request
+    (`mcpgym._http_guard`)."""
     # Keep-alive outlives the clients' idle expiry (httpx: 5 s), so an idle connection is always
     # dropped by the client first and never closed under a request it is about to send.
     options = {"log_level": "warning", "timeout_keep_alive": 65, "timeout_graceful_shutdown": 30, **uvicorn_options}
-    config = uvicorn.Config(app, host=host, port=port, **options)
+    limits = Limits(header_timeout, max_connections or default_max_connections())
+    protocol = guarded(import_from_string(HTTP_PROTOCOLS[options.pop("http", "auto")]), limits)
+    config = uvicorn.Config(app, host=host, port=port, http=cast(Any, protocol), **options)
+    log_descriptor_exhaustion_once(asyncio.get_running_loop())
     server = UvicornServer(config)
     sock = listen(host, port)  # here, not in uvicorn: a port in use is one OSError, not an exit mid-task-group
     async with anyio.create_task_group() as tg:

@@ -28,6 +28,7 @@ from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, unknown_tool
 from mcpgym._errors import INVALID_PARAMS, MCPError
 from mcpgym._http import http_app, serve_http
+from mcpgym._http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._protocol import (
     CLOSE_METHOD,
     EPISODE_HEADER,
@@ -212,11 +213,17 @@ class GymServer:
         port: int = 8000,
         *,
         on_ready: Callable[[str], None] | None = None,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int | None = None,
         **app_options: Any,
     ) -> int | None:
         """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled or signalled (returns the
-        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port)."""
-        return await serve_http(self.http_app(host=host, **app_options), host, port, on_ready=on_ready)
+        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
+        must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
+        app = self.http_app(host=host, **app_options)
+        return await serve_http(
+            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+        )
 
 
 def _version() -> str:
