@@ -159,7 +159,8 @@ class _Writer:
         self._running = True
         try:
             with anyio.CancelScope(shield=True):  # a round serves other steps too: it always completes
-                await anyio.to_thread.run_sync(self._write_round, current)
+                # Its own token: hung sync tools holding the shared thread limiter must not stall recording.
+                await anyio.to_thread.run_sync(self._write_round, current, limiter=anyio.CapacityLimiter(1))
         finally:
             current.done = True
             self._running = False
