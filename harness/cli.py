@@ -21,6 +21,7 @@ from harness.openai import API_KEY_ENV, OpenAIPolicy
 from harness.retry import Backoff
 from harness.rollout import SYSTEM_PROMPT, rollout
 from harness.types import Trajectory
+from mcpgym._cli import add_client_options, client_headers
 
 COMMANDS = ("rollout", "harness")
 
@@ -100,6 +101,7 @@ def _register_rollout(sub: Any) -> None:
     p.add_argument("--system", default=SYSTEM_PROMPT, help="system prompt ('' for none)")
     p.add_argument("--out", default=None, metavar="FILE.jsonl", help="append each trajectory here as it finishes")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_client_options(p)  # --token / --header for an HTTP environment target
 
 
 def _positive(text: str) -> int:
@@ -152,6 +154,7 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
             on_trajectory=finished.append,
             progress=not args.no_progress,
             tasks=tasks,
+            headers=client_headers(args),
         )
     print(summary(trajectories, args.out), file=sys.stderr)
     # Some failed episodes are data; a run where every episode failed is a broken set-up.

@@ -263,6 +263,7 @@ async def rollout(
     on_trajectory: Callable[[Trajectory], None] | None = None,
     progress: bool = False,
     tasks: Sequence[mcpgym.Task] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> list[Trajectory]:
     """Play `episodes` episodes of `env_target` with `policy`, at most `concurrency` at a time.
 
@@ -273,6 +274,7 @@ async def rollout(
 
     `tasks` (e.g. `await mcpgym.list_tasks(target)`, the server's task catalog) replaces `seed`
     and `options`: episode i plays task i, cycling through them when there are more episodes.
+    `headers` go to an HTTP target (e.g. `{"Authorization": "Bearer T"}` for a server run with `--token`).
     """
     if tasks is not None and not tasks:
         raise ValueError("tasks is empty: this environment's catalog lists no tasks")
@@ -286,6 +288,7 @@ async def rollout(
         options=options,
         on_trajectory=on_trajectory,
         tasks=tasks,
+        headers=headers,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -315,12 +318,13 @@ class _Run:
     options: Options
     on_trajectory: Callable[[Trajectory], None] | None
     tasks: Sequence[mcpgym.Task] | None = None
+    headers: dict[str, str] | None = None
     sinks: list[Callable[[Trajectory], None]] = field(default_factory=list)
     finished: list[Trajectory] = field(default_factory=list)
 
     async def worker(self, receive: MemoryObjectReceiveStream[int]) -> None:
         with receive:
-            async with _Connection(self.target, self.timeout) as connection:
+            async with _Connection(self.target, self.timeout, self.headers) as connection:
                 async for index in receive:
                     self._finish(await self._episode(connection, index))
 
@@ -362,9 +366,10 @@ class _Connection:
     """A worker's environment connection: opened on first use, kept across episodes, dropped
     (and reopened by the next episode) after an episode failure that may have broken it."""
 
-    def __init__(self, target: mcpgym.Target, timeout: float | None) -> None:
+    def __init__(self, target: mcpgym.Target, timeout: float | None, headers: dict[str, str] | None = None) -> None:
         self._target = target
         self._timeout = timeout
+        self._headers = headers
         self._stack: contextlib.AsyncExitStack | None = None
         self._env: mcpgym.AsyncEnv | None = None
 
@@ -381,7 +386,7 @@ class _Connection:
         timeout = self._timeout if self._timeout is not None else math.inf
         deadline = stack.enter_context(anyio.CancelScope(deadline=anyio.current_time() + timeout))
         try:
-            env = await stack.enter_async_context(mcpgym.connect(self._target))
+            env = await stack.enter_async_context(mcpgym.connect(self._target, headers=self._headers))
         except BaseException as exc:
             if not await stack.__aexit__(type(exc), exc, exc.__traceback__):
                 raise

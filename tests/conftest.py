@@ -41,6 +41,11 @@ def stdio_command(*args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=list(args), env=env)
 
 
+def stdio(target: str, *flags: str) -> StdioServerParameters:
+    """`mcpgym serve TARGET FLAGS` over stdio, importing the code under test (see `stdio_command`)."""
+    return stdio_command("-m", "mcpgym", "serve", target, *flags)
+
+
 @pytest.fixture(params=DOORS)
 def door_kind(request: pytest.FixtureRequest) -> Door:
     kind: Door = request.param

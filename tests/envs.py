@@ -29,6 +29,8 @@ class Counter(mcpgym.Environment):
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         self.total = self.rng.randint(0, 100)
         self.label = str((options or {}).get("label", ""))
+        if (options or {}).get("refuse"):
+            raise ValueError("this reset is refused")
         return {"start": self.total, "label": self.label}
 
     @mcpgym.tool(inline=True)

@@ -14,7 +14,9 @@ from servers.echo import Echo
 from tests.envs import CLOSED, Counter
 
 EXPORTED = {
+    "AT_CAPACITY",
     "EPISODE_HEADER",
+    "HTTP_ERROR",
     "EPISODE_KEY",
     "STEP_KEY",
     "RUBRIC_KEY",

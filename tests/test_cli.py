@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import mcpgym
 
 
-def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mcpgym", *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-m", "mcpgym", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -79,3 +86,35 @@ def test_a_server_that_cannot_start_says_why() -> None:
         with mcpgym.ServerProcess("python -m mcpgym serve no_such_module:Env --http --port 0"):
             pass
     assert "No module named" in str(err.value)
+
+
+def test_a_port_in_use_is_one_clear_line_and_a_nonzero_exit() -> None:
+    with mcpgym.ServerProcess("python -m mcpgym serve servers.echo:Echo --http --port 0") as server:
+        port = server.url.rsplit(":", 1)[1].split("/")[0]
+        out = _run("serve", "servers.echo:Echo", "--http", "--port", port)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line
+
+
+def test_clients_authenticate_with_token_header_or_environment(tmp_path: Path) -> None:
+    with mcpgym.ServerProcess("python -m mcpgym serve servers.echo:Echo --http --port 0 --token s3cret") as server:
+        refused = _run("tools", server.url, env={"MCPGYM_TOKEN": ""})
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "HTTP 401" in refused.stderr and "--token" in refused.stderr
+        assert _run("tools", server.url, "--token", "s3cret").returncode == 0
+        assert _run("tools", server.url, env={"MCPGYM_TOKEN": "s3cret"}).returncode == 0
+        auth = ("--header", "Authorization: Bearer s3cret")
+        called = _run("call", server.url, "echo_message", '{"message": "x"}', *auth)
+        assert called.returncode == 0, called.stderr
+        bare = server.url.removesuffix("/mcp")  # the URL without its path: the error says where MCP lives
+        lost = _run("tools", bare, "--token", "s3cret")
+        assert lost.returncode == 1 and "HTTP 404" in lost.stderr and f"{bare}/mcp" in lost.stderr
+        # rollout: the environment is reached (with the token) before the policy endpoint (absent here) fails.
+        for flags, reached in (((), False), (("--token", "s3cret"), True)):
+            out = tmp_path / f"{reached}.jsonl"
+            args = ("--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--retries", "0", "--out", str(out))
+            _run("rollout", server.url, *args, "--no-progress", *flags, env={"MCPGYM_TOKEN": ""})
+            (trajectory,) = [json.loads(line) for line in out.read_text().splitlines()]
+            assert ("HTTP 401" in trajectory["error"]) is not reached
+            assert (trajectory["observation"] is not None) is reached

@@ -185,3 +185,29 @@ async def test_plain_agents_still_get_the_protocol_error_for_an_unknown_tool() -
     assert caught.value.code == -32602 and caught.value.message.startswith("Unknown tool")
     stamp = {"v": 2, "reward": 0.0, "done": False, "terminated": False, "truncated": False, "step": 1}
     assert caught.value.data == {STEP_KEY: stamp}
+
+
+async def _failed_reset(env: mcpgym.AsyncEnv) -> list[Any]:
+    """A reset that fails after a good one: what the client holds afterwards, and what it says."""
+    await env.reset(seed=0)
+    transcript: list[Any] = []
+    try:
+        await env.reset(seed=1, options={"refuse": True})
+    except mcpgym.MCPError as exc:
+        transcript.append(("reset failed", exc.code, exc.message))
+    transcript.append(("episode", env.episode_id))
+    with pytest.raises(RuntimeError, match=r"call reset\(\) first"):
+        await env.call_tool("add", {"n": 1})
+    again = await env.reset(seed=0)  # and the client recovers with the next reset
+    transcript.append(("reset", again.observation, (await env.call_tool("add", {"n": 1})).reward))
+    return transcript
+
+
+async def test_a_failed_reset_leaves_every_door_with_no_episode() -> None:
+    results: dict[str, Any] = {}
+    for kind in DOORS:
+        async with door(kind, Counter) as target, mcpgym.connect(target) as env:
+            results[kind] = await _failed_reset(env)
+    assert results["inprocess"][0][0] == "reset failed" and results["inprocess"][1] == ("episode", None)
+    for kind in DOORS[1:]:
+        assert results[kind] == results["inprocess"], f"{kind} differs from in-process"

@@ -3,8 +3,11 @@ server keeps serving. Also the HTTP security defaults (token, DNS rebinding, bod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,3 +134,46 @@ def test_unknown_methods_and_bad_params_are_json_rpc_errors(server_url: str) -> 
     good = _modern_request(server_url, "mcpgym/reset", {"seed": 1, "_meta": {EPISODE_KEY: new_episode_id()}})
     assert good["result"]["observation"]["start"] == random.Random(1).randint(0, 100)  # seeded as asked
     _still_serving(server_url)
+
+
+_LOW_FDS = (
+    "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128)); "
+    "from mcpgym._cli import main; main(sys.argv[1:])"
+)
+
+
+@pytest.mark.parametrize("cap", ["default", "above the fd limit"])
+def test_slowloris_cannot_starve_authorised_clients(cap: str) -> None:
+    """300 half-open connections against a server whose open-file limit is 128: they are cut
+    off after the header timeout, an authorised client is served, and running out of
+    descriptors (only possible when the connection cap is set above the limit) is logged once."""
+    flags = ["--token", "t", "--header-timeout", "2"] + (["--max-connections", "10000"] if cap != "default" else [])
+    argv = [sys.executable, "-c", _LOW_FDS, "serve", "tests.envs:Counter", "--http", "--port", "0", *flags]
+    attackers: list[socket.socket] = []
+    with mcpgym.ServerProcess(argv, keep_lines=100_000) as server:
+        host, port = server.url.split("/")[2].split(":")
+        try:
+            for _ in range(300):  # more sockets than the server has descriptors
+                sock = socket.create_connection((host, int(port)), timeout=30)
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # ... and the head never ends
+                attackers.append(sock)
+
+            async def authorised() -> float:
+                with anyio.fail_after(30):
+                    async with mcpgym.connect(server.url, headers={"Authorization": "Bearer t"}) as env:
+                        await env.reset()
+                        return (await env.call_tool("add", {"n": 1})).reward
+
+            assert anyio.run(authorised) == 0.1
+            for sock in attackers:  # every half-open connection is closed by the server, none left hanging
+                with contextlib.suppress(ConnectionResetError):
+                    assert sock.recv(1) == b""
+        finally:
+            for sock in attackers:
+                sock.close()
+        assert server.process.poll() is None  # still serving
+    exhausted = [line for line in server.log if "out of file descriptors" in line]
+    tracebacks = [line for line in server.log if line.startswith("Traceback")]
+    assert len(exhausted) <= 1 and not tracebacks
+    if cap != "default":
+        assert len(exhausted) == 1  # the premise of the second case: it did run out, and said so once

@@ -16,6 +16,7 @@ import pytest
 import mcpgym
 from harness.rollout import rollout, run_episode
 from harness.types import AssistantTurn, Message, ToolCall, ToolSpec
+from mcpgym._errors import AT_CAPACITY
 from mcpgym.pool import Pool, Replica
 
 pytestmark = pytest.mark.anyio
@@ -185,8 +186,9 @@ async def test_a_full_pool_is_a_clear_error() -> None:
         async with pool.connect() as a, pool.connect() as b, pool.connect() as c:
             await a.reset()
             await b.reset()
-            with pytest.raises(mcpgym.MCPError, match="No live replica can take a new episode"):
+            with pytest.raises(mcpgym.MCPError, match="No live replica can take a new episode") as err:
                 await c.reset()
+            assert err.value.code == AT_CAPACITY  # every replica refused on the code, so the pool says so too
             await a.close_episode()
             await c.reset()  # capacity freed as an episode ended
     finally:

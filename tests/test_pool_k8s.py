@@ -131,3 +131,30 @@ async def test_a_server_with_the_manifests_flags_checks_hosts_but_not_probes(pod
         assert await post("attacker.example:8000") == 421  # DNS rebinding: refused
         probe = await http.get(f"{base}/healthz", headers={"Host": "10.244.1.7:8000"})  # kubelet: pod IP
         assert probe.status_code == 200 and probe.json()["status"] == "ok"
+
+
+def test_pods_require_a_token_from_a_secret(resources: dict[str, dict[str, Any]]) -> None:
+    env = container(resources)
+    assert env["args"][env["args"].index("--host") + 1] == "0.0.0.0"  # the premise: reachable by other pods
+    (token,) = [e for e in env["env"] if e["name"] == "MCPGYM_TOKEN"]  # what `mcpgym serve` reads
+    ref = token["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == "mcpgym-token" and ref["key"] == "token" and ref.get("optional") is False
+    assert not any(d["kind"] == "Secret" for d in resources.values())  # never a shipped default token
+    assert "mcpgym-token" in (BASE / "kustomization.yaml").read_text()  # the operator is told to create it
+
+
+async def test_a_server_with_the_manifests_token_refuses_clients_without_it(pod_server: list[str]) -> None:
+    from mcpgym._cli import _parser
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MCPGYM_TOKEN", raising=False)
+        assert _parser().parse_args(["serve", "servers.echo:Echo", "--http"]).token is None  # no Secret: no token
+        patch.setenv("MCPGYM_TOKEN", "from-the-secret")
+        args = _parser().parse_args(["serve", "servers.echo:Echo", "--http"])
+    app = mcpgym.GymServer(Echo).http_app(allowed_hosts=pod_server, token=args.token)
+    async with serve_app(app) as base:
+        with pytest.raises(mcpgym.MCPError, match="HTTP 401"):
+            async with mcpgym.connect(f"{base}/mcp"):
+                pass
+        async with mcpgym.connect(f"{base}/mcp", headers={"Authorization": "Bearer from-the-secret"}) as env:
+            await env.reset()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 import mcpgym
 from tests.envs import Counter
@@ -71,3 +72,51 @@ def test_a_killed_server_leaves_every_completed_step_on_disk(tmp_path: Path) -> 
     (trajectory,) = mcpgym.read_trajectories(tmp_path)
     assert [s.arguments for s in trajectory.steps] == [{"n": 1}, {"n": 2}, {"n": 3}]
     assert not trajectory.closed  # killed: no close record, but nothing before it lost
+
+
+async def test_recording_more_live_episodes_than_the_open_file_limit(tmp_path: Path) -> None:
+    """With RLIMIT_NOFILE at 64, 150 live recorded episodes (reset #~40 hit EMFILE when each held its file)."""
+    limit, episodes = 64, 150
+    code = (
+        f"import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
+        "from mcpgym._cli import main; main(sys.argv[1:])"
+    )
+    env_vars = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", code, "serve", "tests.envs:Counter", "--record", str(tmp_path)],
+        env=env_vars,
+    )
+    async with mcpgym.connect(server) as env:
+        for i in range(episodes):
+            env.episode_id = None  # keep every episode live: reset would otherwise close the last one
+            await env.reset(seed=i)
+            assert (await env.call_tool("add", {"n": 1})).reward == 0.1
+        state = await env.state()
+        assert state.step_count == 1
+    recorded = mcpgym.read_trajectories(tmp_path)
+    assert len(recorded) == episodes > limit  # the premise: more live episodes than descriptors
+    assert sorted(t.seed or 0 for t in recorded) == list(range(episodes))
+    assert all(len(t.steps) == 1 and t.steps[0].reward == 0.1 for t in recorded)
+
+
+async def test_recording_writes_happen_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import mcpgym._recording as recording
+
+    writers: set[str] = set()
+    real = recording._write_all
+
+    def spy(fd: int, data: bytes) -> None:
+        writers.add(threading.current_thread().name)
+        real(fd, data)
+
+    monkeypatch.setattr(recording, "_write_all", spy)
+    server = mcpgym.GymServer(Counter, record=tmp_path)
+    async with mcpgym.connect(server) as env:
+        await env.reset(options={"label": "off-loop"})
+        await env.call_tool("add", {"n": 1})
+    assert writers and threading.current_thread().name not in writers  # the loop's thread never writes
+    (recorded,) = mcpgym.read_trajectories(tmp_path)
+    assert recorded.closed and len(recorded.steps) == 1

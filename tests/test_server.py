@@ -13,9 +13,19 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcpgym
-from mcpgym._protocol import CLOSE_METHOD, EXTENSION_ID, RESET_METHOD, STEP_KEY, episode_meta, new_episode_id
+from mcpgym._protocol import (
+    CLOSE_METHOD,
+    EXTENSION_ID,
+    RESET_METHOD,
+    STEP_KEY,
+    ResetParams,
+    ResetRequest,
+    ResetResult,
+    episode_meta,
+    new_episode_id,
+)
 from servers.echo import Echo
-from tests.conftest import serve_gym
+from tests.conftest import serve_app, serve_gym, stdio
 from tests.envs import CLOSED, Counter, closed_event
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +73,7 @@ async def test_plain_agent_without_reset_gets_an_implicit_episode_with_rewards()
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_over_stdio_the_process_is_the_episode_in_either_protocol(mode: str) -> None:
-    command = mcpgym._connect.command("python -m mcpgym serve tests.envs:Counter")
+    command = stdio("tests.envs:Counter")
     async with Client(command, mode=mode) as agent:
         steps = [_step_meta(await agent.call_tool("add", {"n": 1}))["step"] for _ in range(3)]
     assert steps == [1, 2, 3]
@@ -97,8 +107,13 @@ async def test_unknown_or_malformed_episode_ids_are_protocol_errors() -> None:
     async with Client(server.mcp) as client:
         with pytest.raises(mcpgym.MCPError, match="Unknown episode"):
             await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta(new_episode_id()))
-        with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
-            await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta("short"))
+        for malformed in ("short", new_episode_id() + "\n"):  # "$" would let the trailing newline through
+            with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
+                await client.call_tool("echo_message", {"message": "x"}, meta=episode_meta(malformed))
+            with pytest.raises(mcpgym.MCPError, match="Malformed episode id"):
+                await client.session.send_request(
+                    ResetRequest(params=ResetParams(_meta=episode_meta(malformed))), ResetResult
+                )
     async with mcpgym.connect(server) as env:
         with pytest.raises(RuntimeError, match="reset"):
             await env.call_tool("echo_message", {"message": "x"})
@@ -180,3 +195,37 @@ async def test_sixty_four_concurrent_http_episodes_see_only_their_own_state() ->
             for i in range(64):
                 tg.start_soon(episode, i)
         assert len(server.registry) == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status", "words"),
+    [
+        ("/mcp", {}, 401, ["Authorization: Bearer", "--token"]),
+        ("", {"Authorization": "Bearer s3cret"}, 404, ["this server's MCP endpoint is /mcp", "try http"]),
+        ("/mcp", {"Authorization": "Bearer s3cret", "Host": "evil.example"}, 421, ["Host", "--allowed-host"]),
+        ("/mcp", {"Authorization": "Bearer s3cret", "Origin": "http://evil.test"}, 403, ["Origin", "--allowed-host"]),
+    ],
+)
+async def test_http_refusals_say_the_status_and_what_to_do(
+    path: str, headers: dict[str, str], status: int, words: list[str]
+) -> None:
+    gym = mcpgym.GymServer(Counter)
+    async with serve_app(gym.http_app(token="s3cret")) as base:
+        with pytest.raises(mcpgym.MCPError) as err:
+            async with mcpgym.connect(base + path, headers=headers):
+                pass
+    assert err.value.code == mcpgym.HTTP_ERROR and err.value.data["status"] == status
+    assert err.value.message.startswith(f"HTTP {status} ") and base + path in err.value.message
+    for word in words:
+        assert word in err.value.message
+
+
+async def test_healthz_tells_load_only_to_clients_that_may_use_the_server() -> None:
+    gym = mcpgym.GymServer(Counter)
+    async with serve_app(gym.http_app(token="s3cret")) as base, httpx2.AsyncClient() as http:
+        token = {"Authorization": "Bearer s3cret"}
+        for headers in ({}, {"Host": "attacker.example", **token}, {"Origin": "http://attacker.example", **token}):
+            probe = await http.get(f"{base}/healthz", headers=headers)  # a probe: alive, and nothing more
+            assert probe.status_code == 200 and probe.json() == {"status": "ok"}
+        full = (await http.get(f"{base}/healthz", headers=token)).json()
+        assert full["environment"] == "Counter" and full["episodes"] == 0 and full["max_episodes"] == 10_000

@@ -11,7 +11,7 @@ from mcpgym._cli import run
 from mcpgym._connect import Target, TargetError, connect, load_environment
 from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment, Reset
-from mcpgym._errors import MCPError, ToolError
+from mcpgym._errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
@@ -26,8 +26,10 @@ from mcpgym._wrap import wrap
 __version__ = "0.1.0"
 
 __all__ = [
+    "AT_CAPACITY",
     "EPISODE_HEADER",
     "EPISODE_KEY",
+    "HTTP_ERROR",
     "RUBRIC_KEY",
     "STEP_KEY",
     "Action",

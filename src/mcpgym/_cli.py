@@ -24,6 +24,7 @@ from mcpgym._connect import connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._http import DEFAULT_MAX_BODY_BYTES, WILDCARD, serve_http
+from mcpgym._http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._server import GymServer
 from mcpgym._spec import RunSpec, SpecError, is_spec, load_spec, spec_defaults, spec_target
 from mcpgym._target import FORMS
@@ -93,6 +94,46 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--web", action="store_true", help="with --http: also serve a page at /web to play episodes in a browser"
     )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        help="seconds a client has to send a request's headers before it is disconnected (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open HTTP connections at most; past it, ones still sending headers are dropped first "
+        "(default: the open-file limit less a reserve)",
+    )
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """How a client authenticates to an HTTP target (`tools`, `call`, `rollout`)."""
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("MCPGYM_TOKEN"),
+        help="send 'Authorization: Bearer TOKEN' to an HTTP target (default: $MCPGYM_TOKEN, as `serve` reads it)",
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header to send to an HTTP target (e.g. for a proxy); repeatable",
+    )
+
+
+def client_headers(args: argparse.Namespace) -> dict[str, str]:
+    """The headers `add_client_options` asked for (`--header` wins over `--token`)."""
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    for line in args.header:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise SystemExit(f"mcpgym: --header {line!r} is not 'NAME: VALUE'")
+        headers[name.strip()] = value.strip()
+    return headers
 
 
 def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Namespace) -> None:
@@ -116,6 +157,12 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
             "(DNS-rebinding protection); add --allowed-host NAME[:PORT] for the names clients use",
             file=sys.stderr,
         )
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.token:
+        print(
+            f"warning: serving {args.host or 'all interfaces'} without --token (or MCPGYM_TOKEN): anyone who "
+            "can reach the port can drive episodes",
+            file=sys.stderr,
+        )
 
     def ready(base_url: str) -> None:
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
@@ -128,8 +175,13 @@ def _serve(env: type[Environment] | functools.partial[Any], args: argparse.Names
         "max_body_bytes": args.max_body_bytes,
         "web": args.web,
         "stateless_agents": args.stateless_agents,
+        "header_timeout": args.header_timeout,
+        "max_connections": args.max_connections,
     }
-    stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    try:
+        stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
+    except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback
+        sys.exit(f"mcpgym: {exc.strerror or exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
 
@@ -184,6 +236,7 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     )
     tools.add_argument("target", metavar="TARGET")
     tools.add_argument("--json", action="store_true", help="print the full tools/list entries as JSON")
+    add_client_options(tools)
 
     call = sub.add_parser(
         "call",
@@ -196,6 +249,7 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="the tool's arguments object")
     call.add_argument("--seed", type=int, default=None, help="seed for reset()")
     call.add_argument("--options", default=None, metavar="JSON", help="options object for reset()")
+    add_client_options(call)
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
     check.add_argument("env", metavar="ENV", help="servers.echo:Echo, servers.echo, or path/to/env.py")
@@ -294,8 +348,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return value
 
 
-async def _tools(target: str, as_json: bool) -> None:
-    async with connect(target) as env:
+async def _tools(target: str, as_json: bool, headers: dict[str, str]) -> None:
+    async with connect(target, headers=headers) as env:
         listed = await env.list_tools()
     if as_json:
         print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed], indent=2))
@@ -310,7 +364,7 @@ async def _tools(target: str, as_json: bool) -> None:
 async def _call(args: argparse.Namespace) -> int:
     arguments = _json_object(args.arguments, "the tool arguments")
     options = _json_object(args.options, "--options") if args.options else None
-    async with connect(args.target) as env:
+    async with connect(args.target, headers=client_headers(args)) as env:
         await env.reset(seed=args.seed, options=options)
         result = await env.call_tool(args.tool, arguments)
     if UNKNOWN_TOOL_INFO in result.info:  # a typo on the command line: one line, not a result dump
@@ -345,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if (plugin := command_owner(args.command)) is not None:
             plugin.dispatch(args)
         elif args.command == "tools":
-            anyio.run(_tools, args.target, args.json)
+            anyio.run(_tools, args.target, args.json, client_headers(args))
         elif args.command == "call":
             sys.exit(anyio.run(_call, args))
         elif args.command == "init":

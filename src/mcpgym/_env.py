@@ -32,8 +32,13 @@ class AsyncEnv(abc.ABC):
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> StepResult[Any]:
         """Start a new episode (closing the previous one) and return its first observation
-        (whatever JSON-compatible value the environment's `reset` returned)."""
+        (whatever JSON-compatible value the environment's `reset` returned).
+
+        The previous episode ends even when this reset fails (at capacity, the environment's
+        `reset` raised, the server is gone): then `episode_id` is None and `step` refuses
+        until a reset succeeds."""
         episode_id, previous = new_episode_id(), self.episode_id
+        self.episode_id = None
         result = await self._reset(episode_id, seed, options, previous)
         self.episode_id = episode_id
         return StepResult[Any](observation=result.observation, info=dict(result.info))

@@ -137,7 +137,7 @@ class Episode:
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
-            self._log.reset(jsonable)
+            await self._log.reset(jsonable)
         return ResetResult(observation=jsonable, info=info)
 
     @property
@@ -240,7 +240,7 @@ class Episode:
                 outcome = await self._finish_scoring(outcome)
             if self._log is not None:
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
-                self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
             return outcome
         finally:
             self._turns.release()
@@ -264,7 +264,7 @@ class Episode:
             outcome.info[UNKNOWN_TOOL_INFO] = True  # this step's own dict (tool_step builds one per step)
             if self._log is not None:
                 own = None if self.score is None else ledger.reward
-                self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
             return outcome
         finally:
             self._turns.release()
@@ -344,7 +344,7 @@ class Episode:
                 self.final = self._final_state()
                 if self._log is not None:
                     components = None if self.score is None else self.score.components
-                    self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
+                    await self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
                 if self.owns_env:
                     try:
                         with anyio.move_on_after(_CLOSE_WAIT):

@@ -8,6 +8,14 @@
     │                                      `is_error` step in the Gym API (rfcs/0001).
     └── (no subclasses: codes and messages carry the detail)
 
+    Codes of our own (JSON-RPC's server-error range), each with structured `data`:
+    AT_CAPACITY  -32050  reset refused: the server holds `max_episodes` live episodes;
+                         data = {"live_episodes", "max_episodes"}. Retry later or elsewhere.
+    HTTP_ERROR   -32051  the HTTP server refused the request without a JSON-RPC answer (401,
+                         403, 404, 421, ...); data = {"status", "url", "server_message", "hint"}.
+    A server that died or cannot be reached is the SDK's CONNECTION_CLOSED (-32000) on every
+    door, with data = {"url" or "command", "reason"}.
+
     ToolError                              raise inside a tool to fail the call on purpose: the
                                            agent sees an `isError` result with your message.
 
@@ -23,7 +31,10 @@ from mcp.server.mcpserver.exceptions import ToolError as _SDKToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 
-__all__ = ["INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MCPError", "ToolError"]
+__all__ = ["AT_CAPACITY", "HTTP_ERROR", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "MCPError", "ToolError"]
+
+AT_CAPACITY = -32050
+HTTP_ERROR = -32051
 
 
 class ToolError(_SDKToolError):

@@ -8,14 +8,16 @@ SDK's request-body limit.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import hmac
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import uvicorn
@@ -25,8 +27,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 from uvicorn.server import HANDLED_SIGNALS
 
+from mcpgym._http_guard import (
+    DEFAULT_HEADER_TIMEOUT,
+    Limits,
+    default_max_connections,
+    guarded,
+    log_descriptor_exhaustion_once,
+)
 from mcpgym._plain_agents import SessionsForPlainAgents
 
 if TYPE_CHECKING:
@@ -101,8 +112,9 @@ def http_app(
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
         max_request_body_size=max_body_bytes,
-        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym), methods=["GET"]), *page_routes],
+        custom_starlette_routes=[Route(HEALTH_PATH, _health(gym, security, token), methods=["GET"]), *page_routes],
     )
+    app.add_exception_handler(404, _not_found(path))
     if page is not None:
         app.state.before_shutdown = [page.hub.stop]
     served: ASGIApp = app if stateless_agents else SessionsForPlainAgents(app)
@@ -122,8 +134,33 @@ def security_settings(host: str, allowed_hosts: Sequence[str] = ()) -> Transport
     )
 
 
-def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
+def _not_found(path: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    # A client pointed at the bare host:port (or a typo) is told where the MCP endpoint is.
+    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+        message = f"no endpoint at {request.url.path}: this server's MCP endpoint is {path}"
+        return JSONResponse({"error": "not_found", "message": message}, status_code=404)
+
+    return not_found
+
+
+def _health(
+    gym: GymServer, security: TransportSecuritySettings, token: str | None
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """`GET /healthz`: a bare liveness answer for anyone (a kubelet probes with the pod IP as
+    Host, and no token); the load figures (what `mcpgym.pool` places episodes by) only for a
+    request that passes the same Host/Origin checks and token as `/mcp` itself."""
+    expected = f"Bearer {token}".encode() if token else None
+
     async def health(request: Request) -> JSONResponse:
+        host, origin = request.headers.get("host", ""), request.headers.get("origin")
+        trusted = _allowed(host, security.allowed_hosts) and (
+            origin is None or _allowed(origin, security.allowed_origins)
+        )
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            trusted = hmac.compare_digest(given, expected) and trusted
+        if not trusted:
+            return JSONResponse({"status": "ok"})
         registry = gym.registry
         return JSONResponse(
             {
@@ -140,24 +177,42 @@ def _health(gym: GymServer) -> Callable[[Request], Awaitable[JSONResponse]]:
     return health
 
 
+def _allowed(value: str, patterns: Sequence[str]) -> bool:
+    """The SDK's Host/Origin rule (exact, or `name:*` for any port), without its per-request warning."""
+    return any(value == p or (p.endswith(":*") and value.startswith(p[:-1])) for p in patterns)
+
+
 async def serve_http(
-    app: ASGIApp, host: str, port: int, *, on_ready: Callable[[str], None] | None = None, **uvicorn_options: Any
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    max_connections: int | None = None,
+    **uvicorn_options: Any,
 ) -> int | None:
     """Run `app` with uvicorn until cancelled or signalled; `on_ready(base_url)` runs once the
     socket listens (with the real port, so `port=0` picks a free one). Returns the signal that
-    stopped it (SIGTERM, SIGINT), if one did."""
+    stopped it (SIGTERM, SIGINT), if one did. `header_timeout` and `max_connections` (default:
+    a share of the open-file limit) guard against clients that never finish a request
+    (`mcpgym._http_guard`)."""
     # Keep-alive outlives the clients' idle expiry (httpx: 5 s), so an idle connection is always
     # dropped by the client first and never closed under a request it is about to send.
     options = {"log_level": "warning", "timeout_keep_alive": 65, "timeout_graceful_shutdown": 30, **uvicorn_options}
-    config = uvicorn.Config(app, host=host, port=port, **options)
+    limits = Limits(header_timeout, max_connections or default_max_connections())
+    protocol = guarded(import_from_string(HTTP_PROTOCOLS[options.pop("http", "auto")]), limits)
+    config = uvicorn.Config(app, host=host, port=port, http=cast(Any, protocol), **options)
+    log_descriptor_exhaustion_once(asyncio.get_running_loop())
     server = UvicornServer(config)
+    sock = listen(host, port)  # here, not in uvicorn: a port in use is one OSError, not an exit mid-task-group
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
             # Shielded: cancelling serve_http asks uvicorn to shut down (its lifespan shutdown
             # closes every episode) rather than tearing it down mid-request.
-            with anyio.CancelScope(shield=True):
-                await server.serve()
+            with sock, anyio.CancelScope(shield=True):
+                await server.serve([sock])
             tg.cancel_scope.cancel()  # it stopped by itself (e.g. SIGTERM): stop waiting too
 
         tg.start_soon(run)
@@ -170,6 +225,17 @@ async def serve_http(
         finally:
             server.should_exit = True
     return server.captured_signal
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; an `OSError` that says which address when it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        hint = " (another server is using it: pick another --port, or 0 for a free one)"
+        said = f"cannot listen on {host}:{port}: {exc.strerror}" + (hint if exc.errno == errno.EADDRINUSE else "")
+        raise OSError(exc.errno, said) from None
 
 
 class UvicornServer(uvicorn.Server):

@@ -22,6 +22,9 @@ from mcpgym._host import Host
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState, ToolStep
 
+_CLIENT = "_mcpgym_client"
+"""Attribute naming the client an instance target belongs to (None once it was closed)."""
+
 
 class InProcessEnv(AsyncEnv):
     """An environment class or `partial(Class, ...)` (a fresh instance per episode), or an
@@ -45,19 +48,36 @@ class InProcessEnv(AsyncEnv):
         stack = contextlib.AsyncExitStack()
         self._host = Host(await stack.enter_async_context(anyio.create_task_group()))
         self._host_scope = stack
+        if self._shared is None:
+            return
+        # One client per instance: a second one would reset the first one's episode under it,
+        # and each would close() the instance (close runs exactly once, when its client leaves).
+        claimed = getattr(self._shared, _CLIENT, self)
+        if claimed is not self:
+            await self._release_host()
+            why = "is connected to another client" if claimed is not None else "was closed when its client left"
+            raise RuntimeError(
+                f"This {self.env_cls.__name__} instance {why}: an instance serves one client. Pass the class "
+                "(or functools.partial(Class, ...)) to get a fresh instance per episode."
+            )
+        object.__setattr__(self._shared, _CLIENT, self)
 
     async def _disconnect(self) -> None:
         try:
             await self._drop_episode()
-            if self._closer is not None:
+            if self._closer is not None and getattr(self._shared, _CLIENT, None) is self:
                 await self._closer.close()
+                object.__setattr__(self._shared, _CLIENT, None)
         finally:
-            stack, self._host_scope = self._host_scope, None
-            if stack is not None:
-                assert self._host is not None
-                await self._host.aclose()  # what episodes held is stopped before the client returns
-                await stack.aclose()
-            self._host = None
+            await self._release_host()
+
+    async def _release_host(self) -> None:
+        stack, self._host_scope = self._host_scope, None
+        if stack is not None:
+            assert self._host is not None
+            await self._host.aclose()  # what episodes held is stopped before the client returns
+            await stack.aclose()
+        self._host = None
 
     async def _reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None

@@ -25,6 +25,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND
 
+from mcpgym._client_faults import FaultMappingTransport
 from mcpgym._env import AsyncEnv
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
@@ -105,9 +106,12 @@ class MCPEnv(AsyncEnv):
             server: Any = self.target
             if isinstance(server, str):
                 # One HTTP client per env: its headers carry this env's current episode id.
+                # A failed or refused POST is answered by FaultMappingTransport as a JSON-RPC
+                # error: the SDK would otherwise cancel the caller's task (see _client_faults).
+                transport = FaultMappingTransport(server, httpx2.AsyncHTTPTransport(verify=_ssl_context()))
                 self._http = await stack.enter_async_context(
                     httpx2.AsyncClient(
-                        headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0), verify=_ssl_context()
+                        headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=transport
                     )
                 )
                 server = streamable_http_client(server, http_client=self._http)
@@ -132,6 +136,8 @@ class MCPEnv(AsyncEnv):
             yield
         except* (MCPError, *_TRANSPORT_ERRORS) as group:
             cause = _first_leaf(group)
+            if isinstance(cause, MCPError) and isinstance(cause.data, dict) and "url" in cause.data:
+                raise cause from None  # already says which server and what happened (_client_faults)
             raise MCPError(
                 CONNECTION_CLOSED, f"{what} the environment server {self._describe()}: {type(cause).__name__}: {cause}"
             ) from group
@@ -160,10 +166,8 @@ class MCPEnv(AsyncEnv):
             try:
                 return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
             except MCPError as exc:
-                if self._http is not None and previous is not None:
-                    self._http.headers[EPISODE_HEADER] = previous  # the header names the live episode again
                 if exc.code != METHOD_NOT_FOUND:
-                    raise
+                    raise self._lost(exc) from None
                 # Not an mcpgym server: its tools are still actions, without reward or episodes.
                 self._plain = True
         return ResetResult(observation=None, info={"plain_mcp_server": True})
@@ -175,7 +179,7 @@ class MCPEnv(AsyncEnv):
         except MCPError as exc:
             step = _unknown_tool(exc)
             if step is None:
-                raise
+                raise self._lost(exc) from None
             return step
         stamp, own_meta = split_meta(result.meta)
         if result.meta:
@@ -188,7 +192,10 @@ class MCPEnv(AsyncEnv):
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await self.client.list_tools(cursor=cursor)
+            try:
+                page = await self.client.list_tools(cursor=cursor)
+            except MCPError as exc:
+                raise self._lost(exc) from None
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -198,10 +205,32 @@ class MCPEnv(AsyncEnv):
         if self._plain:
             raise MCPError(METHOD_NOT_FOUND, "This MCP server has no mcpgym control plane, so it has no episode state")
         request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        return (await self.client.session.send_request(request, StateResult)).state
+        try:
+            return (await self.client.session.send_request(request, StateResult)).state
+        except MCPError as exc:
+            raise self._lost(exc) from None
 
     async def _close(self, episode_id: str) -> EpisodeState | None:
         if self._plain:
             return None
         request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        return (await self.client.session.send_request(request, CloseResult)).state
+        try:
+            return (await self.client.session.send_request(request, CloseResult)).state
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            # The episode ended with its connection (the server died or is unreachable), which
+            # the call that noticed has already reported: there is nothing left to close.
+            return None
+
+    def _lost(self, exc: MCPError) -> MCPError:
+        """`exc`, or for the stdio door's bare "Connection closed", one that names the server."""
+        if exc.code != CONNECTION_CLOSED or isinstance(exc.data, dict):
+            return exc
+        what = "command" if isinstance(self.target, StdioServerParameters) else "server"
+        return MCPError(
+            CONNECTION_CLOSED,
+            f"Lost the connection to the environment server {self._describe()}: {exc.message} "
+            "(the server exited or closed its end)",
+            {what: self._describe(), "reason": exc.message},
+        )

@@ -47,7 +47,7 @@ CLOSE_METHOD: Final = "mcpgym/close"
 
 # 128 bits of randomness, URL- and header-safe. The server refuses anything shorter so a
 # buggy client cannot collide with (or guess) another client's episode.
-_EPISODE_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{22,128}$")
+_EPISODE_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{22,128}")
 
 
 def new_episode_id() -> str:
@@ -61,7 +61,8 @@ def episode_meta(episode_id: str) -> types.RequestParamsMeta:
 
 
 def is_valid_episode_id(value: object) -> bool:
-    return isinstance(value, str) and _EPISODE_ID_RE.match(value) is not None
+    # fullmatch, not match with "$": "$" also matches before a trailing newline.
+    return isinstance(value, str) and _EPISODE_ID_RE.fullmatch(value) is not None
 
 
 class ResetParams(types.RequestParams):

@@ -4,8 +4,9 @@ Layer: beside the episode core (the core calls it; it imports nothing from trans
 server records the same way whoever drives it (an RL client, Claude Code, a person), because
 the hooks sit in the one place every tool call passes through.
 
-Format: `DIR/<episode_id>.jsonl`, one JSON object per line, flushed as each line is written
-so a killed server leaves every completed step on disk:
+Format: `DIR/<episode_id>.jsonl`, one JSON object per line, each written before the step's
+result is sent (off the event loop, with a bounded number of open files), so a killed server
+leaves every completed step on disk:
 
     {"event": "reset", "schema", "episode_id", "environment", "seed", "options", "observation", "implicit", "time"}
     {"event": "step", "tool", "arguments", "result", "reward", "done", "terminated", "truncated", "step",
@@ -25,11 +26,15 @@ Images and audio are stored once each under `DIR/blobs/` and referenced from the
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import time
+from collections import OrderedDict
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
+import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +42,8 @@ from mcpgym._blobs import BlobStore, restore
 from mcpgym._types import Components, Score, ToolStep
 
 SCHEMA = "io.mcpgym/recording@2"
+
+logger = logging.getLogger("mcpgym")
 
 
 class StepRecord(BaseModel):
@@ -104,29 +111,143 @@ class Trajectory(BaseModel):
 
 
 class Recorder:
-    """Writes one JSONL file per episode under `directory`."""
+    """Writes one JSONL file per episode under `directory`.
 
-    def __init__(self, directory: str | Path) -> None:
+    Files are not held open per episode (a server holds up to `max_episodes` of them, far past
+    the open-file limit): one `_Writer` appends every line, keeping at most `max_open_files`
+    descriptors, in a worker thread. A step's result is sent only once its line is written
+    (to the OS, as `flush` did), so a killed server still keeps every completed step; steps
+    that finish together share one write round.
+    """
+
+    def __init__(self, directory: str | Path, *, max_open_files: int = 32) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._writer = _Writer(max_open_files)
 
     def open(
         self, episode_id: str, environment: str, seed: int | None, options: dict[str, Any] | None, implicit: bool
     ) -> EpisodeLog:
-        # A reset that reuses a live id (a client retrying) is a new episode: a new file, never
-        # appended to the last one's.
-        path = self.directory / f"{episode_id}.jsonl"
-        retry = 1
-        while path.exists():
-            path = self.directory / f"{episode_id}.{retry}.jsonl"
-            retry += 1
-        return EpisodeLog(path, episode_id, environment, seed, options, implicit, BlobStore(self.directory))
+        file = _File(self.directory, episode_id)
+        blobs = BlobStore(self.directory)
+        return EpisodeLog(file, self._writer, episode_id, environment, seed, options, implicit, blobs)
+
+
+class _File:
+    """One episode's file. Its name is chosen on the first write (in the writer's thread): a reset
+    that reuses a live id (a client retrying) is a new episode, so a new file, never appended
+    to the last one's."""
+
+    __slots__ = ("base", "directory", "path")
+
+    def __init__(self, directory: Path, base: str) -> None:
+        self.directory, self.base = directory, base
+        self.path: Path | None = None
+
+    def resolve(self) -> Path:
+        if self.path is None:
+            path, retry = self.directory / f"{self.base}.jsonl", 1
+            while path.exists():
+                path = self.directory / f"{self.base}.{retry}.jsonl"
+                retry += 1
+            path.touch()  # claimed now: a concurrent episode with the same id picks the next name
+            self.path = path
+        return self.path
+
+
+class _Round:
+    """The lines written together in one trip to the worker thread."""
+
+    __slots__ = ("closing", "done", "lines")
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[_File, bytes]] = []
+        self.closing: list[_File] = []
+        self.done = False
+
+
+class _Writer:
+    """Appends lines off the event loop with a bounded set of open files.
+
+    Whoever needs a line written waits until the round holding it is done. When no round is
+    running, a waiter runs the next one itself (every line queued so far, in one worker-thread
+    call): no background task, and under load one thread trip serves many steps.
+    """
+
+    def __init__(self, max_open_files: int) -> None:
+        self.max_open_files = max(1, max_open_files)
+        self._next = _Round()
+        self._running = False
+        self._finished: anyio.Event | None = None  # made on demand: the writer outlives event loops
+        self._open: OrderedDict[Path, int] = OrderedDict()  # touched only by the round's thread
+        self._failed = False
+
+    async def write(self, file: _File, line: bytes, *, last: bool = False) -> None:
+        mine = self._next
+        mine.lines.append((file, line))
+        if last:
+            mine.closing.append(file)
+        while not mine.done:
+            if self._running:
+                if self._finished is None:
+                    self._finished = anyio.Event()
+                await self._finished.wait()
+            else:
+                await self._run_round()
+
+    async def _run_round(self) -> None:
+        current, self._next = self._next, _Round()
+        self._running = True
+        try:
+            with anyio.CancelScope(shield=True):  # a round serves other steps too: it always completes
+                # Its own token: hung sync tools holding the shared thread limiter must not stall recording.
+                await anyio.to_thread.run_sync(self._write_round, current, limiter=anyio.CapacityLimiter(1))
+        finally:
+            current.done = True
+            self._running = False
+            finished, self._finished = self._finished, None
+            if finished is not None:
+                finished.set()
+
+    def _write_round(self, current: _Round) -> None:
+        grouped: dict[int, tuple[_File, list[bytes]]] = {}
+        for file, line in current.lines:
+            grouped.setdefault(id(file), (file, []))[1].append(line)
+        try:
+            for file, lines in grouped.values():
+                _write_all(self._descriptor(file.resolve()), b"".join(lines))
+        except OSError:
+            # A recording must never fail a step: say so once, and keep serving.
+            if not self._failed:
+                self._failed = True
+                logger.exception("mcpgym: writing a recording failed; later failures are not logged")
+        for file in current.closing:
+            if file.path is not None and (fd := self._open.pop(file.path, None)) is not None:
+                os.close(fd)
+
+    def _descriptor(self, path: Path) -> int:
+        fd = self._open.get(path)
+        if fd is not None:
+            self._open.move_to_end(path)
+            return fd
+        while len(self._open) >= self.max_open_files:
+            os.close(self._open.popitem(last=False)[1])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._open[path] = fd
+        return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class EpisodeLog:
     def __init__(
         self,
-        path: Path,
+        file: _File,
+        writer: _Writer,
         episode_id: str,
         environment: str,
         seed: int | None,
@@ -134,8 +255,10 @@ class EpisodeLog:
         implicit: bool,
         blobs: BlobStore | None = None,
     ) -> None:
-        self._blobs = blobs if blobs is not None else BlobStore(path.parent)
-        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self._file = file
+        self._writer = writer
+        self._closed = False
+        self._blobs = blobs if blobs is not None else BlobStore(file.directory)
         self._header = {
             "episode_id": episode_id,
             "environment": environment,
@@ -144,12 +267,11 @@ class EpisodeLog:
             "implicit": implicit,
         }
 
-    def reset(self, observation: Any) -> None:
-        self._write(
-            {"event": "reset", "schema": SCHEMA, **self._header, "observation": self._blobs.externalize(observation)}
-        )
+    async def reset(self, observation: Any) -> None:
+        observation = self._blobs.externalize(observation)
+        await self._write({"event": "reset", "schema": SCHEMA, **self._header, "observation": observation})
 
-    def step(
+    async def step(
         self,
         tool: str,
         arguments: dict[str, Any],
@@ -180,9 +302,9 @@ class EpisodeLog:
             record["env_reward"] = env_reward
         if signals:
             record["signals"] = signals
-        self._write(record)
+        await self._write(record)
 
-    def close(
+    async def close(
         self, step_count: int, total_reward: float, done: bool, truncated: bool, components: Components | None = None
     ) -> None:
         record = {
@@ -195,18 +317,16 @@ class EpisodeLog:
         }
         if components is not None:
             record["components"] = components
-        self._write(record)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        await self._write(record, last=True)
+        self._closed = True
 
-    def _write(self, record: dict[str, Any]) -> None:
-        if self._file is None:
+    async def _write(self, record: dict[str, Any], *, last: bool = False) -> None:
+        if self._closed:
             return
         record.setdefault("time", time.time())
         # default=str: a recording must never fail a step over an odd argument value.
-        self._file.write(json.dumps(record, default=str) + "\n")
-        self._file.flush()
+        line = (json.dumps(record, default=str) + "\n").encode()
+        await self._writer.write(self._file, line, last=last)
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -18,7 +18,7 @@ import anyio
 
 from mcpgym._environment import Environment
 from mcpgym._episode import Episode, build, logger, unknown_episode
-from mcpgym._errors import INVALID_PARAMS, INVALID_REQUEST, MCPError
+from mcpgym._errors import AT_CAPACITY, INVALID_PARAMS, MCPError
 from mcpgym._host import Host
 from mcpgym._protocol import ResetResult, new_episode_id
 from mcpgym._recording import Recorder
@@ -56,6 +56,8 @@ class EpisodeRegistry:
         self.max_episodes = max_episodes
         self.idle_timeout = idle_timeout
         self._episodes: dict[str, Episode] = {}
+        self._owned: dict[str, set[str]] = {}
+        """Live episode ids per owning transport session, so a session's end closes exactly its own."""
         self._high_water = 0
         self.hosts: list[Host] = []
         """The hosts serving this registry (one per entered server lifespan); new episodes use the latest."""
@@ -73,19 +75,22 @@ class EpisodeRegistry:
         owner: str | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
-        episode to a transport session so no other session can drive it."""
+        episode to a transport session so no other session can drive it.
+
+        The episodes it replaces never count against `max_episodes`, and they are closed
+        whether or not the new one starts (a reset says the caller is done with them): a
+        failed reset leaves the caller with no episode, never a half-closed one."""
         # Claim the id before any await: concurrent resets of one id then each replace the
         # instance before them, and every instance they made is closed.
         replaced = self._episodes.get(episode_id)
         if replaced is not None and replaced.owner not in (None, owner):
             raise MCPError(INVALID_PARAMS, "That episode id is taken: mint a fresh one for a new episode.")
-        self._episodes.pop(episode_id, None)
-        retired = [replaced]
+        retired = [self._remove(episode_id)]
+        if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
+            retired.append(self._remove(previous))  # out before admission: it frees its place
         try:
             episode = self._admit(episode_id, owner=owner)
         finally:
-            if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
-                retired.append(self._episodes.pop(previous))
             for old in retired:
                 if old is not None:
                     await old.close()
@@ -128,6 +133,11 @@ class EpisodeRegistry:
         await self._retire(episode)
         return episode.final
 
+    async def close_owned(self, owner: str) -> None:
+        """Close every episode bound to the transport session `owner` (the session ended)."""
+        for episode_id in list(self._owned.get(owner, ())):
+            await self.close(episode_id, owner)
+
     async def close_all(self) -> None:
         async with anyio.create_task_group() as tg:
             for episode in list(self._episodes.values()):
@@ -153,7 +163,7 @@ class EpisodeRegistry:
 
     async def _retire(self, episode: Episode) -> None:
         if self._episodes.get(episode.id) is episode:
-            del self._episodes[episode.id]
+            self._remove(episode.id)
         await episode.close()
         if not self._episodes and self._high_water >= _TRIM_AFTER:
             self._high_water = 0
@@ -168,13 +178,25 @@ class EpisodeRegistry:
             await anyio.sleep(period)
             await self.expire_idle()
 
+    def _remove(self, episode_id: str) -> Episode | None:
+        """Take `episode_id` out of the registry (and out of its owner's set); the caller closes it."""
+        episode = self._episodes.pop(episode_id, None)
+        if episode is not None and episode.owner is not None:
+            owned = self._owned.get(episode.owner)
+            if owned is not None:
+                owned.discard(episode_id)
+                if not owned:
+                    del self._owned[episode.owner]
+        return episode
+
     def _admit(self, episode_id: str, *, implicit: bool = False, owner: str | None = None) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
-                INVALID_REQUEST,
+                AT_CAPACITY,
                 f"Server at capacity: {len(self._episodes)} live episodes (max_episodes={self.max_episodes}). "
                 "Close finished episodes or retry later.",
+                {"live_episodes": len(self._episodes), "max_episodes": self.max_episodes},
             )
         episode = Episode(
             build(self.factory),
@@ -186,5 +208,7 @@ class EpisodeRegistry:
         )
         episode.owner = owner
         self._episodes[episode_id] = episode
+        if owner is not None:
+            self._owned.setdefault(owner, set()).add(episode_id)
         self._high_water = max(self._high_water, len(self._episodes))
         return episode

@@ -31,6 +31,7 @@ from mcpgym._episode import Episode, unknown_tool
 from mcpgym._errors import INVALID_PARAMS, MCPError
 from mcpgym._host import Host
 from mcpgym._http import http_app, serve_http
+from mcpgym._http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._protocol import (
     CLOSE_METHOD,
     EPISODE_HEADER,
@@ -50,6 +51,7 @@ from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
 _IMPLICIT = "mcpgym.implicit-episode"
+_OWNED = "mcpgym.closes-owned-episodes"
 
 
 class GymExtension(Extension):
@@ -74,8 +76,12 @@ class GymExtension(Extension):
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
         result = await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
         if owner is not None:
-            # Bound to an HTTP session that nobody else may use: it ends with that session.
-            connection_of(ctx).exit_stack.push_async_callback(self.registry.close, episode_id, owner)
+            # Bound to an HTTP session that nobody else may use: it ends with that session. One
+            # callback per connection (not per reset) closes whatever the session still holds.
+            connection = connection_of(ctx)
+            if not connection.state.get(_OWNED):
+                connection.state[_OWNED] = True
+                connection.exit_stack.push_async_callback(self.registry.close_owned, owner)
         return result
 
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
@@ -196,15 +202,20 @@ class GymServer:
         lock: anyio.Lock = state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
         async with lock:
             episode: Episode | None = state.get(_IMPLICIT)
+            if episode is None and cleanup is not None:  # once per connection: it closes the current one
+                cleanup.push_async_callback(self._close_implicit, state)
             if task is not None and episode is not None:
                 await self.registry.close(episode.id)
             if task is not None or episode is None or episode.closed:
                 seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
                 episode = await self.registry.open_implicit(seed, options)
                 state[_IMPLICIT] = episode
-                if cleanup is not None:
-                    cleanup.push_async_callback(self.registry.close, episode.id)
             return episode
+
+    async def _close_implicit(self, state: dict[str, Any]) -> None:
+        episode: Episode | None = state.get(_IMPLICIT)
+        if episode is not None:
+            await self.registry.close(episode.id)
 
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout (the lifespan closes its episodes)."""
@@ -222,11 +233,17 @@ class GymServer:
         port: int = 8000,
         *,
         on_ready: Callable[[str], None] | None = None,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int | None = None,
         **app_options: Any,
     ) -> int | None:
         """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled or signalled (returns the
-        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port)."""
-        return await serve_http(self.http_app(host=host, **app_options), host, port, on_ready=on_ready)
+        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
+        must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
+        app = self.http_app(host=host, **app_options)
+        return await serve_http(
+            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+        )
 
 
 def _version() -> str:

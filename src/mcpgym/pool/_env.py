@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp_types import CONNECTION_CLOSED
 
 from mcpgym._env import AsyncEnv
-from mcpgym._errors import INVALID_REQUEST, MCPError
+from mcpgym._errors import AT_CAPACITY, MCPError
 from mcpgym._mcp_env import _TRANSPORT_ERRORS, MCPEnv
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState, ToolStep
@@ -187,6 +187,17 @@ class PoolEnv(AsyncEnv):
     async def _reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
+        try:
+            return await self._route_reset(episode_id, seed, options, previous)
+        except BaseException:
+            if previous is not None:  # a failed reset ends the previous episode too (AsyncEnv.reset)
+                with anyio.CancelScope(shield=True):
+                    await self._forget(previous, closed=False)
+            raise
+
+    async def _route_reset(
+        self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
+    ) -> ResetResult:
         old = self._held.get(previous) if previous is not None else None
         tried: list[Replica] = []
         while True:
@@ -201,7 +212,7 @@ class PoolEnv(AsyncEnv):
                 continue  # never started there: try the next live replica
             except MCPError as exc:
                 self.pool.release(replica)
-                if exc.code != INVALID_REQUEST or "capacity" not in str(exc):
+                if exc.code != AT_CAPACITY:
                     raise
                 self.pool.mark_full(replica)
                 continue

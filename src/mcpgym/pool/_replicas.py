@@ -29,7 +29,7 @@ import httpx2
 from anyio.abc import TaskGroup
 from mcp_types import CONNECTION_CLOSED
 
-from mcpgym._errors import MCPError
+from mcpgym._errors import AT_CAPACITY, MCPError
 
 if TYPE_CHECKING:
     from mcpgym.pool._env import PoolEnv
@@ -131,7 +131,10 @@ class Pool:
             await self.refresh(force=True)  # every replica looked down or full: maybe one is back
             candidates = self._candidates(skip)
         if not candidates:
-            raise MCPError(CONNECTION_CLOSED, f"No live replica can take a new episode: {self.describe()}")
+            # Live but full is the servers' own AT_CAPACITY (a caller may retry later); none live is a lost connection.
+            full = any(r.live and r.full for r in self.replicas)
+            code = AT_CAPACITY if full else CONNECTION_CLOSED
+            raise MCPError(code, f"No live replica can take a new episode: {self.describe()}")
         best = min(candidates, key=lambda r: r.episodes)
         best.episodes += 1  # counted now, so concurrent resets spread before any of them answers
         return best

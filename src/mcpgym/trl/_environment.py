@@ -47,16 +47,19 @@ import functools
 import inspect
 import io
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import mcp_types as types
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
 from mcpgym._connect import Target, connect
 from mcpgym._content import decoded, images, result_text
 from mcpgym._environment import Environment
+from mcpgym._errors import MCPError
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._protocol import RUBRIC_KEY
 from mcpgym._spec import connect_options as connect_options_of
@@ -64,6 +67,8 @@ from mcpgym._spec import is_spec, load_spec, spec_target
 from mcpgym._target import parse
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
+
+log = logging.getLogger("mcpgym.trl")
 
 
 class EnvironmentToolError(RuntimeError):
@@ -107,12 +112,26 @@ class MCPEnvironment:
         """The rubric has trajectory components: an unfinished episode is scored by closing it."""
         self._terminated = self._truncated = False
         self._reset_info: dict[str, Any] = {}
+        self._broken = False
 
     def reset(self, **row: Any) -> str | None:
-        """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation."""
-        if self._session is None or not self._session.alive:  # first use, mcpgym.trl.close(), or a fork
-            self._session = runtime.open(self._target, self._connect_options)
-        first = self._session.call(self._session.env.reset, row.get("seed"), episode_options(row, self._option_columns))
+        """Start an episode from a dataset row (`seed`, `options`, option columns); return its first observation.
+
+        TRL keeps an instance for the whole run, so a connection that broke (the server died or
+        restarted) is replaced here: stdio relaunches the command, HTTP opens a new session."""
+        seed, options = row.get("seed"), episode_options(row, self._option_columns)
+        self._running = False
+        if self._broken or self._session is None or not self._session.alive:  # first use, close(), fork, lost
+            self._reconnect()
+        assert self._session is not None
+        try:
+            first = self._session.call(self._session.env.reset, seed, options)
+        except MCPError as exc:
+            if not connection_lost(exc):
+                raise
+            # Found broken only now (e.g. the server restarted between episodes): one fresh try.
+            self._reconnect()
+            first = self._session.call(self._session.env.reset, seed, options)
         self._return, self._steps, self._done, self._running, self._failed = 0.0, 0, False, True, False
         self._components, self._scored, self._terminated, self._truncated = {}, False, False, False
         self._pending = bool((first.info.get(RUBRIC_KEY) or {}).get("trajectory"))
@@ -183,12 +202,21 @@ class MCPEnvironment:
         """Tool calls the environment answered in this episode."""
         return self._steps
 
+    def _reconnect(self) -> None:
+        self._broken = False
+        if self._session is not None and self._session.alive:  # a forked child's belongs to its parent's loop
+            self._close()
+        self._session = runtime.open(self._target, self._connect_options)
+
     def _close(self) -> None:
         """Close this instance's connection (TRL never does; the process exit does it otherwise)."""
         session, self._session = self._session, None
         self._running = False
         if session is not None:
-            session.close()
+            try:
+                session.close()
+            except Exception:  # a broken connection may fail to close; its replacement must still open
+                log.warning("mcpgym.trl: closing a broken environment connection failed", exc_info=True)
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
         if self._session is None or not self._running:
@@ -199,8 +227,9 @@ class MCPEnvironment:
             if not self._session.alive:  # its loop is gone: a call would raise or hang forever
                 raise RuntimeError("The environment connection was closed; reset() opens a new one.")
             result = self._session.call(self._session.env.call_tool, name, arguments)
-        except Exception:
+        except Exception as exc:
             self._failed = True  # the infrastructure failed, not the model: the episode goes unscored
+            self._broken = isinstance(exc, MCPError) and connection_lost(exc)  # the next reset reconnects
             raise
         self._return += result.reward
         self._steps += 1
@@ -266,6 +295,12 @@ def environment_class(
     cls = type(class_name, (MCPEnvironment,), namespace)
     cls.__qualname__ = class_name
     return cls
+
+
+def connection_lost(exc: MCPError) -> bool:
+    """The connection, not the request, failed: the server died, is unreachable, or (restarted)
+    no longer knows this client's HTTP session."""
+    return exc.code == CONNECTION_CLOSED or (exc.code == INVALID_REQUEST and "Session" in exc.message)
 
 
 def tool_method(shape: ToolShape) -> Callable[..., str | list[dict[str, Any]]]:
