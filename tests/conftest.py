@@ -17,7 +17,7 @@ import mcpgym
 from mcpgym._http import UvicornServer
 from servers.echo import Echo
 
-DOORS = ("inprocess", "memory", "stdio", "http")
+DOORS = ("inprocess", "memory", "stdio", "http", "shared-http")
 
 
 @pytest.fixture
@@ -56,13 +56,17 @@ async def serve_gym(env: Any, **options: Any) -> AsyncIterator[tuple[mcpgym.GymS
 
 @contextlib.asynccontextmanager
 async def door(kind: str, env: type[mcpgym.Environment] = Echo) -> AsyncIterator[mcpgym.Target]:
-    """The same environment behind each door: in-process, in-memory MCP, stdio, HTTP."""
+    """The same environment behind each door: in-process, in-memory MCP, stdio, HTTP, HTTP shared."""
     if kind == "inprocess":
         yield env
     elif kind == "memory":
         yield mcpgym.GymServer(env)
     elif kind == "stdio":
         yield [sys.executable, "-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+    elif kind == "shared-http":  # the lean path: episodes multiplexed over one SharedClient
+        async with serve_gym(env) as (_, url), mcpgym.SharedClient(url) as shared:
+            assert shared.lean
+            yield shared
     else:
         async with serve_gym(env) as (_, url):
             yield url

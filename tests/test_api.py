@@ -41,6 +41,12 @@ EXPORTED = {
     "Trajectory",
     "read_trajectories",
     "ServerProcess",
+    "SharedClient",
+    "AsyncVectorEnv",
+    "SyncVectorEnv",
+    "VectorStep",
+    "connect_vector",
+    "connect_vector_sync",
 }
 
 

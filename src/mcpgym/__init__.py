@@ -15,9 +15,12 @@ from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
+from mcpgym._shared import SharedClient
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._vector import AsyncVectorEnv, VectorStep, connect_vector
+from mcpgym._vector_sync import SyncVectorEnv, connect_vector_sync
 
 __version__ = "0.1.0"
 
@@ -27,6 +30,7 @@ __all__ = [
     "STEP_KEY",
     "Action",
     "AsyncEnv",
+    "AsyncVectorEnv",
     "CallToolAction",
     "Environment",
     "EpisodeState",
@@ -35,16 +39,21 @@ __all__ = [
     "ListToolsAction",
     "MCPError",
     "ServerProcess",
+    "SharedClient",
     "StepRecord",
     "StepResult",
     "SyncEnv",
+    "SyncVectorEnv",
     "Target",
     "ToolError",
     "Trajectory",
+    "VectorStep",
     "__version__",
     "check_environment",
     "connect",
     "connect_sync",
+    "connect_vector",
+    "connect_vector_sync",
     "load_environment",
     "read_trajectories",
     "run",
