@@ -210,9 +210,13 @@ class SharedClient:
         return self.connect()
 
     async def __aenter__(self) -> Self:
-        async with AsyncExitStack() as stack:
-            self.door = await self._open(stack)
-            self._stack = stack.pop_all()
+        try:
+            async with AsyncExitStack() as stack:
+                self.door = await self._open(stack)
+                self._stack = stack.pop_all()
+        except* MCPError as group:
+            # Raised inside the session's task group, which wraps it: hand back the error itself.
+            raise group.exceptions[0] from None
         return self
 
     async def __aexit__(
