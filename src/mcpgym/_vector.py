@@ -170,11 +170,13 @@ class AsyncVectorEnv:
             await self._reset_slot(i, slot, None, None)
 
     def _batch(self, slots: list[_Slot]) -> VectorStep:
+        # Reward and flags are the step's own, also where same_step has already reset the slot.
+        stepped = [s.final if s.final is not None else s.result for s in slots]
         return VectorStep(
             results=[s.result for s in slots],
-            rewards=[s.result.reward if s.result is not None else 0.0 for s in slots],
-            terminated=[_terminated(s.result) for s in slots],
-            truncated=[s.result is not None and s.result.truncated for s in slots],
+            rewards=[r.reward if r is not None else 0.0 for r in stepped],
+            terminated=[_terminated(r) for r in stepped],
+            truncated=[r is not None and r.truncated for r in stepped],
             errors=[s.error for s in slots],
             final=[s.final for s in slots],
         )
