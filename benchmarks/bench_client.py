@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -116,7 +116,7 @@ async def _vector(url: str, n: int) -> AsyncIterator[list[Step]]:
         yield [step]
 
 
-def _clients(kind: str, url: str, n: int, ours: bool) -> AsyncIterator[list[Step]]:
+def _clients(kind: str, url: str, n: int, ours: bool) -> AbstractAsyncContextManager[list[Step]]:
     if kind == "mcp.Client":
         return _sdk_clients(url, n, ours)
     if kind == "vector":
@@ -216,9 +216,9 @@ def _ratios(rows: list[Row], counts: list[int]) -> None:
         f"  1 episode latency/step: shared {one_lean.latency_us:,.0f} µs vs connect {one_today.latency_us:,.0f} µs "
         f"({one_lean.latency_us / one_today.latency_us:.2f}x; target <= 1)"
     )
-    bare_one = by[("bare", "shared", 1)], by[("bare", "mcp.Client", 1)]
+    bare_lean, bare_sdk = by[("bare", "shared", 1)], by[("bare", "mcp.Client", 1)]
     print(
-        f"  bare SDK server, 1 episode: client CPU/step shared/mcp.Client = {bare_one[0].client_us / bare_one[1].client_us:.2f}"
+        f"  bare SDK server, 1 episode: client CPU/step shared/mcp.Client = {bare_lean.client_us / bare_sdk.client_us:.2f}"
     )
 
 

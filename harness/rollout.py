@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -250,11 +250,27 @@ async def rollout(
         if progress:
             bar = stack.enter_context(Progress(episodes))
             run.sinks.append(bar.update)
-        async with anyio.create_task_group() as tg:
+        async with _shared(run.target) as run.target, anyio.create_task_group() as tg:
             for _ in range(max(1, min(concurrency, episodes))):
                 tg.start_soon(run.worker, receive.clone())
         receive.close()
     return sorted(run.finished, key=lambda t: t.index)
+
+
+@contextlib.asynccontextmanager
+async def _shared(target: mcpgym.Target) -> AsyncIterator[mcpgym.Target]:
+    """An HTTP server's episodes share one client (one connection pool, rfcs/0007); if it
+    cannot be reached yet, each episode connects (and fails, recorded) on its own as before."""
+    if not (isinstance(target, str) and target.startswith(("http://", "https://"))):
+        yield target
+        return
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            shared: mcpgym.Target = await stack.enter_async_context(mcpgym.SharedClient(target))
+        except mcpgym.MCPError as exc:
+            log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
+            shared = target
+        yield shared
 
 
 @dataclass

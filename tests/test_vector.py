@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import mcpgym
 from mcpgym import CallToolAction
@@ -26,7 +27,7 @@ def _summary(batch: mcpgym.VectorStep) -> list[Any]:
     for i, result in enumerate(batch.results):
         error = batch.errors[i]
         observation = result.observation if result is not None else None
-        if hasattr(observation, "model_dump"):
+        if isinstance(observation, BaseModel):
             observation = observation.model_dump(mode="json")
         elif isinstance(observation, dict) and i == 0 and batch.final == [None] * len(batch.results):
             observation = sorted(observation)  # an auto-reset draws an unseeded target, as Gymnasium's does

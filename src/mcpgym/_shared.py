@@ -192,6 +192,11 @@ class SharedClient:
         self.door: AsyncEnv | None = None
         """What the episodes share (None: nothing is shared, each `connect()` is independent)."""
         self._stack: AsyncExitStack | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The `connect` options this client was made with (to open a like one elsewhere)."""
+        return {"mode": self.mode, "read_timeout": self.read_timeout, "headers": self.headers or None}
 
     @property
     def lean(self) -> bool:
@@ -202,6 +207,10 @@ class SharedClient:
         """A new episode client over the shared connection (use it as `async with env:`)."""
         if self._stack is None:
             raise RuntimeError("use the SharedClient inside `async with` before connecting episodes to it")
+        if (running := _running_loop()) is not None and running is not self._loop:
+            raise RuntimeError(
+                "this SharedClient belongs to the event loop that opened it; open another one on this loop"
+            )
         if self.door is not None:
             return EpisodeEnv(self.door)
         return connect(self.target, mode=self.mode, read_timeout=self.read_timeout, headers=self.headers or None)
@@ -213,6 +222,7 @@ class SharedClient:
         try:
             async with AsyncExitStack() as stack:
                 self.door = await self._open(stack)
+                self._loop = _running_loop()
                 self._stack = stack.pop_all()
         except* MCPError as group:
             # Raised inside the session's task group, which wraps it: hand back the error itself.
@@ -277,10 +287,13 @@ async def _negotiate(session: ClientSession, mode: str) -> bool:
     return True
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # another anyio backend (trio), or no loop at all
+        return None
+
+
 def _on_asyncio() -> bool:
     """aiohttp needs asyncio; under another anyio backend the SDK's own transport is used."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    return _running_loop() is not None

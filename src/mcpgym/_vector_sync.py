@@ -59,7 +59,8 @@ class SyncVectorEnv(AbstractContextManager["SyncVectorEnv"]):
         options: dict[str, Any] | None = None,
         mask: Sequence[bool] | None = None,
     ) -> VectorStep:
-        return self.portal.call(self.env.reset, seed, options, mask)
+        batch: VectorStep = self.portal.call(self.env.reset, seed, options, mask)
+        return batch
 
     def step(self, actions: Sequence[Action]) -> VectorStep:
         return self.portal.call(self.env.step, actions)

@@ -47,6 +47,7 @@ import mcp_types as types
 from mcpgym._connect import Target, connect, load_environment
 from mcpgym._environment import Environment
 from mcpgym._mcp_env import MCPEnv
+from mcpgym._shared import SharedClient
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
 
@@ -170,6 +171,9 @@ def environment_class(
     """
     if isinstance(target, str) and _IMPORT_PATH.match(target):
         target = load_environment(target)  # a class: picklable, and in-process for every instance
+    if isinstance(target, SharedClient):  # bound to its own loop: ours shares the server through its own
+        connect_options = {**target.options(), **connect_options}
+        target = target.target
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)
     namespace: dict[str, Any] = {
         "_target": target,
