@@ -218,7 +218,8 @@ def _ratios(rows: list[Row], counts: list[int]) -> None:
     )
     bare_lean, bare_sdk = by[("bare", "shared", 1)], by[("bare", "mcp.Client", 1)]
     print(
-        f"  bare SDK server, 1 episode: client CPU/step shared/mcp.Client = {bare_lean.client_us / bare_sdk.client_us:.2f}"
+        f"  bare SDK server, 1 episode: client CPU/step shared/mcp.Client = "
+        f"{bare_lean.client_us / bare_sdk.client_us:.2f}"
     )
 
 
