@@ -110,7 +110,11 @@ class HTTPDispatcher:
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> dict[str, Any]:
         opts = opts or {}
-        request = JSONRPCRequest(jsonrpc="2.0", id=next(self._ids), method=method, params=dict(params or {}))
+        # Built from the session's already-validated dump: constructed, not validated again.
+        fields: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            fields["params"] = dict(params)
+        request = JSONRPCRequest.model_construct(**fields)
         headers = dict(opts.get("headers") or {})
         meta = (params or {}).get("_meta")
         if isinstance(meta, dict) and isinstance(episode := meta.get(EPISODE_KEY), str):
@@ -136,7 +140,7 @@ class HTTPDispatcher:
     ) -> JSONRPCResponse | JSONRPCError:
         if self._http is None:
             raise MCPError(CONNECTION_CLOSED, f"The client of {self.url} is closed")
-        body = request.model_dump_json(by_alias=True, exclude_unset=True)
+        body = request.model_dump_json(by_alias=True, exclude_unset=True).encode()
         async with self._http.post(self.url, data=body, headers=headers, allow_redirects=False) as response:
             kind = response.content_type
             if response.status >= 300 or response.status == 202:
