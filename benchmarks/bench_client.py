@@ -182,11 +182,24 @@ async def many_episodes(url: str, n: int, steps: int) -> tuple[int, int, float]:
     return done, errors, time.perf_counter() - start
 
 
+def _cell(kind: str, server: str, url: str, pid: int, n: int, seconds: float) -> Row:
+    """One measurement; a client that fails (e.g. while closing 512 SDK clients) is a row
+    marked failed, not the end of the run."""
+    try:
+        return anyio.run(measure, kind, server, url, pid, n, seconds)
+    except Exception as exc:
+        leaf: BaseException = exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        print(f"    {server} {kind} x{n} failed: {type(leaf).__name__}: {leaf}", file=sys.stderr)
+        return Row(server, kind, n, float("nan"), float("nan"), float("nan"), float("nan"), -1)
+
+
 def _table(rows: list[Row]) -> None:
     print("| server | client | episodes | steps/s | client CPU µs/step | server CPU µs/step | latency µs |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        flag = f" ({r.errors} errors)" if r.errors else ""
+        flag = " (failed)" if r.errors < 0 else f" ({r.errors} errors)" if r.errors else ""
         print(
             f"| {r.server} | {r.client} | {r.episodes} | {r.steps_per_s:,.0f}{flag} | {r.client_us:,.0f} "
             f"| {r.server_us:,.0f} | {r.latency_us:,.0f} |"
@@ -238,7 +251,7 @@ def main() -> None:
             anyio.run(until_ready, url)
             for n in counts:
                 for kind in CLIENTS:
-                    row = anyio.run(measure, kind, server, url, proc.pid, n, seconds)
+                    row = _cell(kind, server, url, proc.pid, n, seconds)
                     print(
                         f"  {server} {kind} x{n}: {row.steps_per_s:,.0f} steps/s, {row.client_us:,.0f} µs",
                         file=sys.stderr,

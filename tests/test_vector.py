@@ -9,8 +9,10 @@ from pydantic import BaseModel
 
 import mcpgym
 from mcpgym import CallToolAction
+from mcpgym.pool import Pool
 from servers.echo import Echo
 from tests.conftest import DOORS, door, serve_gym
+from tests.test_pool import start_servers
 
 pytestmark = pytest.mark.anyio
 
@@ -156,3 +158,17 @@ def test_the_sync_twin_steps_a_batch() -> None:
         targets = [r.observation["target"] for r in first.results if r is not None]
         batch = envs.step([_say(t) for t in targets])
     assert batch.rewards == [1.0, 1.0, 1.0]
+
+
+async def test_a_vector_env_over_a_pool_spreads_its_slots_over_the_replicas() -> None:
+    servers = start_servers(2)
+    try:
+        async with mcpgym.connect_vector(Pool([s.url for s in servers]), 4) as envs:
+            first = await envs.reset()
+            assert first.errors == [None] * 4
+            batch = await envs.step([CallToolAction(tool_name="pid")] * 4)
+        answered = {r.observation.structured_content["result"] for r in batch.results if r is not None}
+        assert answered == {s.pid for s in servers}
+    finally:
+        for server in servers:
+            server.kill()

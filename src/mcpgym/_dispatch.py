@@ -27,6 +27,7 @@ from typing import Any, Final
 import aiohttp
 import anyio
 import anyio.abc
+import yarl
 from mcp.shared.dispatcher import CallOptions, OnNotify, OnNotifyIntercept, OnRequest
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -73,6 +74,7 @@ class HTTPDispatcher:
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url
+        self._url = yarl.URL(url)  # parsed once, not per request
         self._headers = {"Accept": ACCEPT, "Content-Type": "application/json", **(headers or {})}
         self._connections = connections
         self._ssl = ssl_context
@@ -83,7 +85,14 @@ class HTTPDispatcher:
         connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl if self._ssl is not None else True)
         # No total timeout: a tool may run long; per-request timeouts come from CallOptions.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
-        self._http = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers)
+        self._http = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            headers=self._headers,
+            cookie_jar=aiohttp.DummyCookieJar(),  # MCP has no cookies; the jar is per-request work
+            auto_decompress=False,  # nor compressed answers: we send no Accept-Encoding
+            skip_auto_headers=("Accept-Encoding", "User-Agent"),
+        )
 
     async def aclose(self) -> None:
         http, self._http = self._http, None
@@ -141,7 +150,7 @@ class HTTPDispatcher:
         if self._http is None:
             raise MCPError(CONNECTION_CLOSED, f"The client of {self.url} is closed")
         body = request.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        async with self._http.post(self.url, data=body, headers=headers, allow_redirects=False) as response:
+        async with self._http.post(self._url, data=body, headers=headers, allow_redirects=False) as response:
             kind = response.content_type
             if response.status >= 300 or response.status == 202:
                 return await self._refused(response, request)

@@ -226,7 +226,8 @@ class SharedClient:
                 self._stack = stack.pop_all()
         except* MCPError as group:
             # Raised inside the session's task group, which wraps it: hand back the error itself.
-            raise group.exceptions[0] from None
+            error = group.exceptions[0]
+            raise error from error.__cause__
         return self
 
     async def __aexit__(
@@ -237,6 +238,7 @@ class SharedClient:
             await stack.aclose()
 
     async def _open(self, stack: AsyncExitStack) -> AsyncEnv | None:
+        # `connect` reads the target (one parser of targets); building its door does no I/O.
         probe = connect(self.target, mode=self.mode, read_timeout=self.read_timeout, headers=self.headers or None)
         if not isinstance(probe, MCPEnv):
             return None  # in-process or a pool: each episode gets its own client, as from connect()
