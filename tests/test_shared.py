@@ -19,7 +19,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import mcpgym
-from benchmarks.echo_servers import ServerSettings, bare_server, http_server
+from benchmarks.echo_servers import ServerSettings, bare_server, http_server, until_ready
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._shared import EpisodeEnv
 from servers.echo import Echo
@@ -252,3 +252,32 @@ async def test_stdio_episodes_share_one_server_process() -> None:
             steps = [(await e.call_tool("echo_message", {"message": "x"})).info["step"] for e in (a, b)]
             assert steps == [1, 1]  # each episode counted its own first step
             assert (await a.state()).seed == 0 and (await b.state()).seed == 1
+
+
+async def test_harness_rollout_shares_one_client_for_an_http_target() -> None:
+    from harness.rollout import _shared
+
+    async with serve_gym(Echo) as (_, url), _shared(url) as target:
+        assert isinstance(target, mcpgym.SharedClient) and target.lean
+    async with _shared(Echo) as target:
+        assert target is Echo  # nothing to share in-process
+    down = f"http://127.0.0.1:{_free_port()}/mcp"
+    async with _shared(down) as target:
+        assert target == down  # unreachable now: each episode connects (and fails, recorded) itself
+
+
+def test_trl_instances_of_one_server_share_a_client_closed_with_the_last() -> None:
+    import mcpgym.trl
+    from mcpgym.trl._runtime import runtime
+
+    with http_server("ours", ServerSettings()) as (url, _):
+        anyio.run(until_ready, url)
+        Env = mcpgym.trl.environment_class(url)
+        first, second = Env(), Env()
+        first.reset(seed=0)
+        second.reset(seed=1)
+        assert len(runtime._shared) == 1
+        first._close()
+        assert len(runtime._shared) == 1  # the other instance still rides on it
+        second._close()
+        assert len(runtime._shared) == 0
