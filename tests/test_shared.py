@@ -281,3 +281,16 @@ def test_trl_instances_of_one_server_share_a_client_closed_with_the_last() -> No
         assert len(runtime._shared) == 1  # the other instance still rides on it
         second._close()
         assert len(runtime._shared) == 0
+
+
+async def test_headers_reach_the_server_and_a_401_says_what_to_send() -> None:
+    gym = mcpgym.GymServer(Echo)
+    async with serve_app(gym.http_app(token="s3cret")) as base:
+        url = f"{base}/mcp"
+        async with mcpgym.SharedClient(url, headers={"Authorization": "Bearer s3cret"}) as shared:
+            async with shared.connect() as env:
+                assert (await env.reset(seed=0)).observation["target"] == "orbit"
+        with pytest.raises(mcpgym.MCPError) as caught:
+            async with mcpgym.SharedClient(url):
+                pass
+    assert "HTTP 401" in caught.value.message and url in caught.value.message

@@ -56,6 +56,15 @@ DEFAULT_CONNECTIONS: Final = 256
 """Keep-alive connections per server; further concurrent requests wait for a free one."""
 
 
+class HTTPStatusError(MCPError):
+    """An HTTP answer without a JSON-RPC error in it (its `status` says which); an `MCPError`
+    with the SDK's code for that status, so callers need not know it came from HTTP."""
+
+    def __init__(self, code: int, message: str, status: int) -> None:
+        super().__init__(code, message)
+        self.status = status
+
+
 class HTTPDispatcher:
     """POST each request on a shared aiohttp pool; answer with its JSON or SSE response.
 
@@ -169,15 +178,15 @@ class HTTPDispatcher:
                 if isinstance(reply, JSONRPCError):
                     return reply
         if response.status == 202:
-            raise MCPError(INVALID_REQUEST, f"{self.url} answered {request.method} with 202 Accepted and no result")
+            message = f"{self.url} answered {request.method} with 202 Accepted and no result"
+            raise HTTPStatusError(INVALID_REQUEST, message, response.status)
         if 300 <= response.status < 400:
             where = response.headers.get("Location", "?")  # not followed: the SDK only follows within origin
-            raise MCPError(
-                INVALID_REQUEST, f"{self.url} redirected {request.method} to {where} ({status}): not followed"
-            )
+            message = f"{self.url} redirected {request.method} to {where} ({status}): not followed"
+            raise HTTPStatusError(INVALID_REQUEST, message, response.status)
         # The SDK's mappings (404 is how a gateway says it does not know the method).
         code = METHOD_NOT_FOUND if response.status == 404 else INTERNAL_ERROR
-        raise MCPError(code, f"{self.url} refused {request.method}: {status}")
+        raise HTTPStatusError(code, f"{self.url} refused {request.method}: {status}", response.status)
 
     async def _read_events(
         self, response: aiohttp.ClientResponse, request: JSONRPCRequest, opts: CallOptions

@@ -30,7 +30,7 @@ from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, METHOD_NOT_FOUND, REQU
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcpgym._connect import Target, connect
-from mcpgym._dispatch import DEFAULT_CONNECTIONS, HTTPDispatcher
+from mcpgym._dispatch import DEFAULT_CONNECTIONS, HTTPDispatcher, HTTPStatusError
 from mcpgym._env import AsyncEnv
 from mcpgym._mcp_env import MCPEnv, _ssl_context
 from mcpgym._protocol import (
@@ -268,8 +268,8 @@ async def _negotiate(session: ClientSession, mode: str) -> bool:
         try:
             raw = await session.send_discover(LATEST_MODERN_VERSION)
         except MCPError as exc:
-            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
-                raise  # an outage is no era verdict
+            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or _refused_access(exc):
+                raise  # an outage or a missing credential is no era verdict
             return False  # what `mcp.Client`'s auto mode reads as a legacy server
         result = types.DiscoverResult.model_validate(raw)
         mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in result.supported_versions]
@@ -287,6 +287,10 @@ async def _negotiate(session: ClientSession, mode: str) -> bool:
         )
     )
     return True
+
+
+def _refused_access(error: MCPError) -> bool:
+    return isinstance(error, HTTPStatusError) and error.status in (401, 403)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
