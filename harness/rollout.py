@@ -250,7 +250,7 @@ async def rollout(
         if progress:
             bar = stack.enter_context(Progress(episodes))
             run.sinks.append(bar.update)
-        async with _shared(run.target) as run.target, anyio.create_task_group() as tg:
+        async with _shared(run.target, episode_timeout) as run.target, anyio.create_task_group() as tg:
             for _ in range(max(1, min(concurrency, episodes))):
                 tg.start_soon(run.worker, receive.clone())
         receive.close()
@@ -258,19 +258,27 @@ async def rollout(
 
 
 @contextlib.asynccontextmanager
-async def _shared(target: mcpgym.Target) -> AsyncIterator[mcpgym.Target]:
-    """An HTTP server's episodes share one client (one connection pool, rfcs/0007); if it
-    cannot be reached yet, each episode connects (and fails, recorded) on its own as before."""
+async def _shared(target: mcpgym.Target, connect_within: float | None = None) -> AsyncIterator[mcpgym.Target]:
+    """An HTTP server's episodes share one client (one connection pool, rfcs/0007). If it cannot
+    be reached within `connect_within` seconds, or at all, each episode connects (and fails, recorded) on its
+    own as before."""
     if not (isinstance(target, str) and target.startswith(("http://", "https://"))):
         yield target
         return
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            shared: mcpgym.Target = await stack.enter_async_context(mcpgym.SharedClient(target))
-        except mcpgym.MCPError as exc:
-            log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
-            shared = target
-        yield shared
+    # The deadline scope encloses the client's whole life (cancel scopes nest) and is lifted once
+    # connected, as `_Connection` does.
+    with anyio.move_on_after(math.inf if connect_within is None else connect_within) as scope:
+        async with contextlib.AsyncExitStack() as stack:
+            shared: mcpgym.Target = target
+            try:
+                shared = await stack.enter_async_context(mcpgym.SharedClient(target))
+            except mcpgym.MCPError as exc:
+                log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
+            scope.deadline = math.inf
+            yield shared
+    if scope.cancelled_caught:  # connecting timed out: the episodes will say so themselves
+        log.warning("harness: no shared connection to %s within %gs; connecting per worker", target, connect_within)
+        yield target
 
 
 @dataclass
