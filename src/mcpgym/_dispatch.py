@@ -141,17 +141,21 @@ class HTTPDispatcher:
         try:
             with anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext():
                 reply = await self._post(request, headers, opts)
-        except TimeoutError:
+        except aiohttp.ClientError as exc:  # (its timeouts too: they are ClientErrors first)
+            raise self._lost(method, exc) from exc
+        except TimeoutError as exc:  # (before OSError, of which it is one)
+            if timeout is None:  # the OS's, not ours
+                raise self._lost(method, exc) from exc
             raise MCPError(REQUEST_TIMEOUT, f"{method} to {self.url} timed out after {timeout:g}s") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise MCPError(
-                CONNECTION_CLOSED,
-                f"Lost the connection to the environment server {self.url} during {method}: "
-                f"{type(exc).__name__}: {exc}",
-            ) from exc
+        except OSError as exc:
+            raise self._lost(method, exc) from exc
         if isinstance(reply, JSONRPCError):
             raise MCPError(reply.error.code, reply.error.message, reply.error.data)
         return reply.result
+
+    def _lost(self, method: str, exc: BaseException) -> MCPError:
+        message = f"Lost the connection to the environment server {self.url} during {method}"
+        return MCPError(CONNECTION_CLOSED, f"{message}: {type(exc).__name__}: {exc}")
 
     async def _post(
         self, request: JSONRPCRequest, headers: dict[str, str], opts: CallOptions
