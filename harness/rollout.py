@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -300,11 +300,35 @@ async def rollout(
         if progress:
             bar = stack.enter_context(Progress(episodes))
             run.sinks.append(bar.update)
-        async with anyio.create_task_group() as tg:
+        async with _shared(run.target, episode_timeout) as run.target, anyio.create_task_group() as tg:
             for _ in range(max(1, min(concurrency, episodes))):
                 tg.start_soon(run.worker, receive.clone())
         receive.close()
     return sorted(run.finished, key=lambda t: t.index)
+
+
+@contextlib.asynccontextmanager
+async def _shared(target: mcpgym.Target, connect_within: float | None = None) -> AsyncIterator[mcpgym.Target]:
+    """An HTTP server's episodes share one client (one connection pool, rfcs/0007). If it cannot
+    be reached within `connect_within` seconds, or at all, each episode connects (and fails, recorded) on its
+    own as before."""
+    if not (isinstance(target, str) and target.startswith(("http://", "https://"))):
+        yield target
+        return
+    # The deadline scope encloses the client's whole life (cancel scopes nest) and is lifted once
+    # connected, as `_Connection` does.
+    with anyio.move_on_after(math.inf if connect_within is None else connect_within) as scope:
+        async with contextlib.AsyncExitStack() as stack:
+            shared: mcpgym.Target = target
+            try:
+                shared = await stack.enter_async_context(mcpgym.SharedClient(target))
+            except mcpgym.MCPError as exc:
+                log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
+            scope.deadline = math.inf
+            yield shared
+    if scope.cancelled_caught:  # connecting timed out: the episodes will say so themselves
+        log.warning("harness: no shared connection to %s within %gs; connecting per worker", target, connect_within)
+        yield target
 
 
 @dataclass

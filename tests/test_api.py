@@ -52,6 +52,12 @@ EXPORTED = {
     "RunSpec",
     "SpecError",
     "load_spec",
+    "SharedClient",
+    "AsyncVectorEnv",
+    "SyncVectorEnv",
+    "VectorStep",
+    "connect_vector",
+    "connect_vector_sync",
 }
 
 

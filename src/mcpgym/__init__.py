@@ -16,11 +16,14 @@ from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
 from mcpgym._recording import StepRecord, Trajectory, read_trajectories
 from mcpgym._server import GymServer
+from mcpgym._shared import SharedClient
 from mcpgym._spec import RunSpec, SpecError, load_spec
 from mcpgym._sync import SyncEnv, connect_sync
 from mcpgym._task_list import list_tasks
 from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._vector import AsyncVectorEnv, VectorStep, connect_vector
+from mcpgym._vector_sync import SyncVectorEnv, connect_vector_sync
 from mcpgym._wrap import wrap
 
 __version__ = "0.1.0"
@@ -34,6 +37,7 @@ __all__ = [
     "STEP_KEY",
     "Action",
     "AsyncEnv",
+    "AsyncVectorEnv",
     "CallToolAction",
     "Environment",
     "EpisodeState",
@@ -44,19 +48,24 @@ __all__ = [
     "Reset",
     "RunSpec",
     "ServerProcess",
+    "SharedClient",
     "SpecError",
     "StepRecord",
     "StepResult",
     "SyncEnv",
+    "SyncVectorEnv",
     "Target",
     "TargetError",
     "Task",
     "ToolError",
     "Trajectory",
+    "VectorStep",
     "__version__",
     "check_environment",
     "connect",
     "connect_sync",
+    "connect_vector",
+    "connect_vector_sync",
     "list_tasks",
     "load_environment",
     "load_spec",

@@ -1,4 +1,5 @@
-"""The same environment behind each door: in-process, in-memory MCP, stdio and streamable HTTP.
+"""The same environment behind each door: in-process, in-memory MCP, stdio, streamable HTTP, and
+streamable HTTP through a `SharedClient` (the lean path, episodes multiplexed on one client).
 
 Layer: testing tools over the public API. Servers started here bind 127.0.0.1 on a free port,
 in the caller's event loop, and stop when the `async with` block ends.
@@ -23,8 +24,8 @@ from mcpgym._environment import Environment
 from mcpgym._http import UvicornServer
 from mcpgym._server import GymServer
 
-Door = Literal["inprocess", "memory", "stdio", "http"]
-DOORS: tuple[Door, ...] = ("inprocess", "memory", "stdio", "http")
+Door = Literal["inprocess", "memory", "stdio", "http", "shared-http"]
+DOORS: tuple[Door, ...] = ("inprocess", "memory", "stdio", "http", "shared-http")
 
 
 @contextlib.asynccontextmanager
@@ -76,5 +77,10 @@ async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target
     elif kind == "http":
         async with serve_gym(env) as (_, url):
             yield url
+    elif kind == "shared-http":  # the lean path: episodes multiplexed over one SharedClient
+        from mcpgym._shared import SharedClient
+
+        async with serve_gym(env) as (_, url), SharedClient(url) as shared:
+            yield shared
     else:
         raise ValueError(f"unknown door {kind!r}: one of {', '.join(DOORS)}")

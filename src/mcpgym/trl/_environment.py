@@ -62,6 +62,7 @@ from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._protocol import RUBRIC_KEY
+from mcpgym._shared import SharedClient
 from mcpgym._spec import connect_options as connect_options_of
 from mcpgym._spec import is_spec, load_spec, spec_target
 from mcpgym._target import parse
@@ -276,6 +277,9 @@ def environment_class(
     parsed = parse(target)
     if parsed.form == "environment":
         target = parsed.value  # `module:Class`, `module`, `file.py`: a class, in-process for every instance
+    if isinstance(target, SharedClient):  # bound to its own loop: ours shares the server through its own
+        connect_options = {**target.options(), **connect_options}
+        target = target.target
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)
     namespace: dict[str, Any] = {
         "_target": target,
