@@ -16,7 +16,7 @@ episode count:
 Client CPU is this process's CPU time over the measured window divided by the steps taken
 (the server's CPU is its own process's). A final check drives 2,048 concurrent episodes
 through one `SharedClient` and counts errors. Ratios are computed within this one run
-(rfcs/0007-lean-client.md states the targets); `--quick` is a short smoke run.
+(rfcs/0014-lean-client.md states the targets); `--quick` is a short smoke run.
 """
 
 from __future__ import annotations

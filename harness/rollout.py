@@ -309,7 +309,7 @@ async def rollout(
 
 @contextlib.asynccontextmanager
 async def _shared(target: mcpgym.Target, connect_within: float | None = None) -> AsyncIterator[mcpgym.Target]:
-    """An HTTP server's episodes share one client (one connection pool, rfcs/0007). If it cannot
+    """An HTTP server's episodes share one client (one connection pool, rfcs/0014). If it cannot
     be reached within `connect_within` seconds, or at all, each episode connects (and fails, recorded) on its
     own as before."""
     if not (isinstance(target, str) and target.startswith(("http://", "https://"))):

@@ -3,7 +3,7 @@
 Layer: bottom (MCP types only, no transport). An environment lists its tasks by overriding
 `Environment.catalog()`; the server answers `prompts/list`, `prompts/get`, `resources/list`
 and `resources/read` from that list, and clients read it back with `mcpgym.list_tasks`.
-See rfcs/0007-task-catalog.md.
+See rfcs/0010-task-catalog.md.
 
 - A task is a `Task`: what the agent is told (`prompt`), an optional longer `description`,
   and how to start it (`seed` and reset `options`). Nothing a grader uses belongs in a Task,

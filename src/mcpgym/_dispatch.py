@@ -4,7 +4,7 @@ Layer: client transport. Below `mcp.client.session.ClientSession` (which keeps t
 request and result types, version stamps, header rules); above aiohttp's connection pool. It
 imports nothing from mcpgym but the protocol vocabulary.
 
-Why it exists (rfcs/0007-lean-client.md): on the 2026-07-28 revision every request is
+Why it exists (rfcs/0014-lean-client.md): on the 2026-07-28 revision every request is
 self-contained (no session, no standing stream), so the SDK's stream machinery (a task per
 POST, memory streams, a JSON-RPC receive loop) and its pure-Python HTTP/1.1 stack are most of
 the ~1 ms of client CPU a step costs. Here a request is one POST made in the caller's task on

@@ -9,7 +9,7 @@ client once; `shared.connect()` hands out cheap per-episode `AsyncEnv`s over it:
 
 - a streamable-HTTP URL of a 2026-07-28 server: the lean path, the SDK's `ClientSession` on
   `HTTPDispatcher` (one aiohttp keep-alive pool, one POST per request, `Mcpgym-Episode` set per
-  request from `_meta`). See rfcs/0007-lean-client.md for the measurements.
+  request from `_meta`). See rfcs/0014-lean-client.md for the measurements.
 - any other MCP target (stdio command, in-memory server): one ordinary `MCPEnv` connection
   (one server process for all episodes over stdio), multiplexed the same way.
 - a handshake-era HTTP server, a non-asyncio event loop, an in-process environment or a pool:
@@ -91,7 +91,7 @@ class LeanHTTPEnv(AsyncEnv):
             return await self.session.call_tool(name, arguments)
         # An mcpgym server validated the result against the tool's output model before
         # sending it (the in-process door does no more): the client's jsonschema pass, a
-        # tenth of a step's CPU, would only repeat it (rfcs/0007-lean-client.md).
+        # tenth of a step's CPU, would only repeat it (rfcs/0014-lean-client.md).
         params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=episode_meta(episode_id))
         return await self.session.send_request(types.CallToolRequest(params=params), types.CallToolResult)
 

@@ -1,5 +1,5 @@
 """The target grammar: what `connect`, `connect_sync`, every CLI command, the harness, TRL and
-the pool accept as "an environment", parsed in this one place (rfcs/0007-target-grammar.md).
+the pool accept as "an environment", parsed in this one place (rfcs/0008-target-grammar.md).
 
 Layer: client facade, below `_connect`. Imports only the environment and server types it
 recognises; opens nothing (a target is parsed here and opened by `mcpgym.connect`).

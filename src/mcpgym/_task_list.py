@@ -1,7 +1,7 @@
 """`mcpgym.list_tasks`: read an environment's task catalog, whatever door it is behind.
 
 Layer: client, beside `_connect`. Over MCP the catalog is walked page by page through
-`prompts/list` (the listing trainers use: deterministic order, opaque cursors; rfcs/0007) and
+`prompts/list` (the listing trainers use: deterministic order, opaque cursors; rfcs/0010) and
 each task's prompt text is fetched with `prompts/get`, naming a fresh episode id so the server
 does not restart the caller's own episode on it. In-process, the environment's `catalog()` is
 called directly on an instance built for the purpose.

@@ -6,7 +6,7 @@ from mcpgym.wrapping import Task, Verify, FileCheck
 
 Env = mcpgym.wrap(["npx", "@modelcontextprotocol/server-filesystem", "{workspace}"], tasks="tasks.jsonl")
 ```
-See rfcs/0008-wrapping-mcp-servers.md.
+See rfcs/0015-wrapping-mcp-servers.md.
 """
 
 from mcpgym._wrap import (

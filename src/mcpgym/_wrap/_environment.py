@@ -6,7 +6,7 @@ forwarded unchanged and its result returned unchanged, with the reward stamp add
 episode core as for any environment. After every step the rubric scores the episode's state:
 a solved task ends the episode with its score as the reward; a task still unsolved when the
 step limit truncates the episode gets its final score (partial credit when the task allows it).
-rfcs/0008-wrapping-mcp-servers.md.
+rfcs/0015-wrapping-mcp-servers.md.
 """
 
 from __future__ import annotations

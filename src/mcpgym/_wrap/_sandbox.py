@@ -13,7 +13,7 @@ Layer: policy, no episode logic. Strongest available first, and what is missing 
 
 Resource limits (`prlimit`, when present) in both modes: CPU seconds, file size, open files.
 Memory is not limited here (RLIMIT_AS breaks JavaScript engines, which reserve large virtual
-ranges); rfcs/0008-wrapping-mcp-servers.md says so.
+ranges); rfcs/0015-wrapping-mcp-servers.md says so.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The task file of a wrapped server: one JSON object per line, validated with line numbers.
 
 Layer: plain data (pydantic), no I/O beyond reading the file. The schema is documented in
-rfcs/0008-wrapping-mcp-servers.md and `mcpgym wrap --help`.
+rfcs/0015-wrapping-mcp-servers.md and `mcpgym wrap --help`.
 """
 
 from __future__ import annotations

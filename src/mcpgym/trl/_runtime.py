@@ -12,7 +12,7 @@ client, then the loop. A forked child starts its own portal on first use.
 
 Episodes of one HTTP server share one `mcpgym.SharedClient` (opened on the same loop, closed
 after the sessions): a trainer's hundreds of instances are one connection pool, not hundreds
-of `mcp.Client`s (rfcs/0007-lean-client.md).
+of `mcp.Client`s (rfcs/0014-lean-client.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Layer: a door beside the MCP transports. `/web` drives episodes through the serv
 `EpisodeRegistry` and `Episode` core (the code every MCP request runs), as explicit episodes of
 its own; `mcpgym view` only reads recordings. Pages are plain HTML, CSS and a little JavaScript
 shipped in `static/` and served by Starlette: no build step, nothing fetched at run time.
-Design: rfcs/0008-web-page.md.
+Design: rfcs/0012-web-page.md.
 """
 
 from mcpgym.web._play import WEB_PATH, PlayPage

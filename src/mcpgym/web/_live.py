@@ -5,7 +5,7 @@ publish an event after each reset and step; `stream()` is the body of a Server-S
 response: it first replays what the watcher missed (after `Last-Event-ID`), then waits for new
 events. One-way server-to-page traffic is all the page needs (its actions are ordinary POSTs),
 so SSE rather than WebSocket: it is plain HTTP, so the bearer token, Host/Origin checks and
-proxies treat it like every other request (rfcs/0008-web-page.md).
+proxies treat it like every other request (rfcs/0012-web-page.md).
 """
 
 from __future__ import annotations
