@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import anyio
+from mcp import types
 from pydantic import Field
 
 import mcpgym
@@ -57,10 +58,14 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
         self._uid: int | None = None
+        self.hack_signals: list[str] | None = None  # set by submit: suspected reward hacking (`_hacks`)
 
     def state_info(self) -> dict[str, Any]:
         """Which sandbox protections are active, for `env.state()` (also in the first observation)."""
-        return {"sandbox": self.sandbox.protections.describe()}
+        info: dict[str, Any] = {"sandbox": self.sandbox.protections.describe()}
+        if self.hack_signals is not None:
+            info["hack_signals"] = self.hack_signals
+        return info
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Options: `task_id` picks the task; otherwise one is drawn from the seeded RNG."""
@@ -72,6 +77,7 @@ class Coding(mcpgym.Environment):
                 f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}"
             )
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
+        self.hack_signals = None
         self.task = self.tasks[task_id]
         uid = self._uid = self.sandbox.new_uid()
         limits = self.sandbox.limits
@@ -147,15 +153,23 @@ class Coding(mcpgym.Environment):
             str | None,
             Field(description="The complete solution source. Omit to submit solution.py from the workspace."),
         ] = None,
-    ) -> str:
+    ) -> types.CallToolResult:
         """Submit your solution: hidden tests run on it in a fresh sandbox. Reward 1.0 if all pass,
         else 0.0. Ends the episode; you can submit once."""
         task = self._current_task()
         if code is None:
-            code, _ = self._files().read("solution.py")
+            try:  # the whole file, never a silently truncated one
+                code = self._files().read_whole("solution.py", self.sandbox.limits.file_size_bytes)
+            except WorkspaceError as exc:
+                raise mcpgym.ToolError(f"{exc}; nothing was submitted (pass the code, or fix solution.py)") from None
         verdict = await grade(self.sandbox, task, code, partial=self.partial_credit)
         self.finish(reward=verdict.reward)
-        return verdict.summary
+        self.hack_signals = list(verdict.signals)
+        # structuredContent (and so every recording) names suspected hacks, for monitoring.
+        report = {"verdict": verdict.summary, "reward": verdict.reward, "hack_signals": list(verdict.signals)}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=verdict.summary)], structured_content=report
+        )
 
     async def close(self) -> None:
         interpreter, workspace, uid = self._interpreter, self._workspace, self._uid

@@ -37,7 +37,7 @@ from servers.coding._workspace import mount_tmpfs, remove_tree
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 _GRACE = 5.0  # seconds past the zygote's own timeout before the server gives up on it
 _IDS = itertools.count()
-_REQUEST = "request.json"  # read and removed by the submission's child before any user code runs
+_SOLUTION_KEYS = ("code", "entry_point")  # what the solution's process gets; the rest is the test process's
 
 
 @dataclass
@@ -53,6 +53,7 @@ class _Zygote:
     buffer: bytes = b""
     reading: bool = False
     dead: bool = False
+    isolated: bool | None = None  # each submission in its own pid, IPC and mount namespaces
 
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:
@@ -113,7 +114,9 @@ class _Zygote:
             *lines, self.buffer = self.buffer.split(b"\n")
             for line in lines:
                 ident, _, status = line.decode(errors="replace").partition(" ")
-                if int(ident) in self.pending:  # else its submission was cancelled: nobody waits
+                if ident.startswith("isolated="):  # the zygote's first line: can it isolate each submission?
+                    self.isolated = ident == "isolated=1"
+                elif int(ident) in self.pending:  # else its submission was cancelled: nobody waits
                     self.answers[int(ident)] = status
         finally:
             self.reading = False
@@ -135,6 +138,23 @@ class _Zygote:
         if not self.reading:  # a reader waits on stdout: it sees EOF (the zygote is dead) and closes it
             self.process.stdout.close()
         remove_tree(self.root)
+
+
+def _write_request(directory: Path, request: dict[str, object], uid: int | None) -> None:
+    """`solution.json` and `tests.json` (0400, the zygote's: read and unlinked before any submitted
+    code runs) and `work/`, the solution's directory (its uid's; a private tmpfs when isolated)."""
+    directory.chmod(0o711)
+    for name, body in (
+        ("solution.json", {key: request[key] for key in _SOLUTION_KEYS}),
+        ("tests.json", {key: value for key, value in request.items() if key != "code"}),
+    ):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+        with os.fdopen(fd, "w") as file:
+            json.dump(body, file)
+    work = directory / "work"
+    work.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(work, uid, uid)
 
 
 class Grader:
@@ -171,13 +191,10 @@ class Grader:
             zygote = await anyio.to_thread.run_sync(_Zygote.start, sandbox, loop)
         directory = Path(tempfile.mkdtemp(dir=zygote.root))
         try:
-            # The submission reaches its child as a file in its private directory, never through
-            # the zygote, so no child forked later can find it in the zygote's memory.
-            body = directory / _REQUEST
-            body.write_text(json.dumps(request))
-            if uid is not None:
-                os.chown(body, uid, uid)
-                os.chown(directory, uid, uid)
+            # The submission reaches its child as files in its private directory, never through
+            # the zygote, so no child forked later can find it in the zygote's memory. The tests
+            # are for the test process alone (read, then unlinked, before the solution starts).
+            _write_request(directory, request, uid)
             inside = f"{zygote.inside}/{directory.name}"
             with anyio.move_on_after(sandbox.limits.timeout + _GRACE) as scope:
                 status = await zygote.ask({"uid": uid, "dir": inside})

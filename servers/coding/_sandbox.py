@@ -39,7 +39,12 @@ ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
 
 SANDBOX_WORKSPACE = "/workspace"
 _SANDBOX_PYTHON = "/python"
-_PROGRAMS = {name: (Path(__file__).parent / f"_{name}.py").read_text() for name in ("worker", "zygote")}
+_PARTS = {"worker": ("confine", "worker"), "zygote": ("confine", "trial", "zygote")}
+# Each program is its modules' sources in a row (stdlib only; see _confine.py), run with `-c`.
+_PROGRAMS = {
+    name: "\n".join((Path(__file__).parent / f"_{part}.py").read_text() for part in parts)
+    for name, parts in _PARTS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,10 @@ class Sandbox:
             )
             # Not the zygote: it is started from a worker thread, and --die-with-parent
             # (PR_SET_PDEATHSIG) fires when that *thread* exits. It ends when its stdin closes.
-            argv = [*self._bwrap(workspace, die_with_parent=program == "worker"), python]
+            # Root server: the zygote (which runs no user code) gives each submission its own
+            # pid, IPC and mount namespaces, and kills a submission's namespace on a timeout.
+            caps = ("CAP_SYS_ADMIN", "CAP_KILL") if program == "zygote" and self.protections.own_uid else ()
+            argv = [*self._bwrap(workspace, die_with_parent=program == "worker", caps=caps), python]
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))
@@ -151,7 +159,7 @@ class Sandbox:
     def _python_in_prefix(self) -> bool:
         return self.python.is_relative_to(self.prefix)
 
-    def _bwrap(self, workspace: Path, *, die_with_parent: bool) -> list[str]:
+    def _bwrap(self, workspace: Path, *, die_with_parent: bool, caps: tuple[str, ...] = ()) -> list[str]:
         args = [
             "bwrap",
             *(["--die-with-parent"] if die_with_parent else []),
@@ -167,6 +175,7 @@ class Sandbox:
             "CAP_SETUID",
             "--cap-add",
             "CAP_SETGID",
+            *(arg for cap in caps for arg in ("--cap-add", cap)),
             "--ro-bind",
             "/usr",
             "/usr",

@@ -12,8 +12,6 @@ request is done the worker writes `\\0<token> <status>\\n` to stdout, where user
 Submissions are graded elsewhere, by `_zygote.py`.
 """
 
-from __future__ import annotations
-
 import builtins
 import json
 import os

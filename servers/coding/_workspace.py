@@ -96,6 +96,22 @@ class Workspace:
                 os.close(fd)
         return data.decode(errors="replace"), max(size - len(data), 0)
 
+    def read_whole(self, path: str, max_bytes: int) -> str:
+        """The whole text of a file; a file over `max_bytes` is refused, never cut."""
+        *parents, name = _parts(path)
+        with self._directory(parents, create=False) as dir_fd:
+            fd = _open(path, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd)
+            try:
+                size = _require_regular(path, fd)
+                if size > max_bytes:
+                    raise WorkspaceError(f"{path}: {size} bytes is over the limit of {max_bytes} bytes")
+                data = os.read(fd, max_bytes + 1)
+            finally:
+                os.close(fd)
+        if len(data) > max_bytes:  # grew after the fstat
+            raise WorkspaceError(f"{path}: over the limit of {max_bytes} bytes")
+        return data.decode(errors="replace")
+
     def list(self, path: str = ".") -> builtins.list[str]:
         """Entries under `path`, recursively, directories marked with a trailing `/`."""
         parts = [] if path.strip() in ("", ".", "./") else _parts(path)
