@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +39,6 @@ Isolation = Literal["bwrap", "unshare", "none"]
 ISOLATIONS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")
 
 SANDBOX_WORKSPACE = "/workspace"
-_SANDBOX_PYTHON = "/python"
 _PARTS = {"worker": ("confine", "worker"), "zygote": ("confine", "trial", "zygote")}
 # Each program is its modules' sources in a row (stdlib only; see _confine.py), run with `-c`.
 _PROGRAMS = {
@@ -109,13 +109,14 @@ class Sandbox:
         limits: Limits | None = None,
         isolation: Isolation | Literal["auto"] = "auto",
         hidden_paths: tuple[Path, ...] = (),
+        python: Path | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.hidden_paths = tuple(p.resolve() for p in hidden_paths)
         self.protections = detect(self.limits, isolation)
-        # The base interpreter, not a venv shim: the sandbox mounts its prefix and nothing else.
-        self.python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-        self.prefix = Path(sys.base_prefix).resolve()
+        # The base interpreter, not a venv shim: the sandbox mounts its prefix (and the directory
+        # of a shared libpython) at their own paths, so the very same interpreter runs inside.
+        self.python, self.prefix, self.libdir = _interpreter(python)
 
     def new_uid(self) -> int | None:
         """A uid no sandbox on this host uses (root servers only; otherwise None: the server's own).
@@ -134,11 +135,7 @@ class Sandbox:
         # 0700 and owned by that uid, so even bwrap (root without CAP_DAC_OVERRIDE) cannot.
         config = {"limits": asdict(self.limits), "uid": uid, "cwd": self.workdir(workspace)}
         if isolation == "bwrap":
-            python = (
-                f"{_SANDBOX_PYTHON}/{self.python.relative_to(self.prefix)}"
-                if self._python_in_prefix()
-                else str(self.python)
-            )
+            python = str(self.python)
             # Not the zygote: it is started from a worker thread, and --die-with-parent
             # (PR_SET_PDEATHSIG) fires when that *thread* exits. It ends when its stdin closes.
             # Root server: the zygote (which runs no user code) gives each submission its own
@@ -155,9 +152,6 @@ class Sandbox:
     def workdir(self, workspace: Path) -> str:
         """`workspace` as sandboxed code sees it (also its TMPDIR and HOME)."""
         return SANDBOX_WORKSPACE if self.protections.isolation == "bwrap" else str(workspace)
-
-    def _python_in_prefix(self) -> bool:
-        return self.python.is_relative_to(self.prefix)
 
     def _bwrap(self, workspace: Path, *, die_with_parent: bool, caps: tuple[str, ...] = ()) -> list[str]:
         args = [
@@ -204,23 +198,38 @@ class Sandbox:
                 args += ["--symlink", os.readlink(link), str(link)]
             elif link.is_dir():
                 args += ["--ro-bind", str(link), str(link)]
-        if self._python_in_prefix():
-            # Mounted at a top-level path: bwrap makes missing parents 0700, which a dropped uid cannot enter.
-            args += ["--ro-bind", str(self.prefix), _SANDBOX_PYTHON]
+        mounted = [Path("/usr"), Path("/etc")]
+        for tree in (self.prefix, self.python.parent, self.libdir):
+            if tree is None or any(tree.is_relative_to(done) for done in mounted):
+                continue
+            # At its own path (a shared libpython is found through the interpreter's rpath). bwrap
+            # makes missing parents 0700, which a dropped uid cannot enter: make them 0755 first.
+            for parent in reversed(tree.parents[:-1]):
+                if not any(parent.is_relative_to(done) for done in mounted):
+                    args += ["--perms", "0755", "--dir", str(parent)]
+            args += ["--ro-bind", str(tree), str(tree)]
+            mounted.append(tree)
         for hidden in self.hidden_paths:
-            visible = _visible_path(hidden, self.prefix)
-            if visible is not None:
-                args += ["--ro-bind", "/dev/null", visible]
+            if any(hidden.is_relative_to(tree) for tree in mounted):
+                args += ["--ro-bind", "/dev/null", str(hidden)]
         return args
 
 
-def _visible_path(path: Path, prefix: Path) -> str | None:
-    """Where a host file appears inside the bwrap sandbox, if it does."""
-    if path.is_relative_to(prefix):
-        return f"{_SANDBOX_PYTHON}/{path.relative_to(prefix)}"
-    if any(path.is_relative_to(root) for root in (Path("/usr"), Path("/etc"))):
-        return str(path)
-    return None
+def _interpreter(python: Path | None) -> tuple[Path, Path, Path | None]:
+    """(executable, prefix, directory of its shared libpython or None) of `python` (default: ours)."""
+    if python is None:
+        executable = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+        libdir = sysconfig.get_config_var("LIBDIR") if sysconfig.get_config_var("Py_ENABLE_SHARED") else None
+        return executable, Path(sys.base_prefix).resolve(), Path(libdir).resolve() if libdir else None
+    probe = (
+        "import sys, sysconfig, json; shared = sysconfig.get_config_var('Py_ENABLE_SHARED'); "
+        "print(json.dumps([getattr(sys, '_base_executable', sys.executable), sys.base_prefix, "
+        "sysconfig.get_config_var('LIBDIR') if shared else None]))"
+    )
+    executable, prefix, libdir = json.loads(
+        subprocess.run([python, "-I", "-c", probe], capture_output=True, check=True).stdout
+    )
+    return Path(executable).resolve(), Path(prefix).resolve(), Path(libdir).resolve() if libdir else None
 
 
 _UNSHARE = ["unshare", "--pid", "--net", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc"]
