@@ -16,6 +16,7 @@ from pydantic import Field
 
 import mcpgym
 from servers.coding import _scratch as scratch
+from servers.coding._cgroups import Group
 from servers.coding._interpreter import Interpreter, grade
 from servers.coding._sandbox import Sandbox
 from servers.coding._tasks import Task, humaneval_path, load_tasks
@@ -58,6 +59,7 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
         self._uid: int | None = None
+        self._group: Group | None = None
         self.hack_signals: list[str] | None = None  # set by submit: suspected reward hacking (`_hacks`)
 
     def state_info(self) -> dict[str, Any]:
@@ -84,7 +86,9 @@ class Coding(mcpgym.Environment):
         quota = (limits.workspace_bytes, limits.workspace_files) if self.sandbox.protections.workspace_quota else None
         parent = await anyio.to_thread.run_sync(scratch.directory)  # the first call sweeps: not on the loop
         self._workspace = Workspace(uid, _READ_LIMIT, quota, parent=parent)
-        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
+        hierarchy = self.sandbox.protections.cgroups
+        self._group = None if hierarchy is None else Group(hierarchy, limits.episode_memory_bytes)
+        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid, self._group)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 
     def _brief(self) -> dict[str, str]:
@@ -172,11 +176,13 @@ class Coding(mcpgym.Environment):
         )
 
     async def close(self) -> None:
-        interpreter, workspace, uid = self._interpreter, self._workspace, self._uid
-        self._interpreter = self._workspace = self._uid = None
+        interpreter, workspace, uid, group = self._interpreter, self._workspace, self._uid, self._group
+        self._interpreter = self._workspace = self._uid = self._group = None
         try:
             if interpreter is not None:
                 await interpreter.close()
+            if group is not None:
+                group.remove()  # nothing of the episode is left in it (or what is, is killed now)
             if workspace is not None:
                 await workspace.remove()
         finally:

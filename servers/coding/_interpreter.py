@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servers.coding import _hacks as hacks
+from servers.coding._cgroups import Group
 from servers.coding._grader import grader
 from servers.coding._process import Ending, Execution, WorkerProcess
 from servers.coding._sandbox import Sandbox
@@ -31,10 +32,11 @@ class Reply:
 class Interpreter:
     """A persistent sandboxed interpreter working in `workspace` (started on first use)."""
 
-    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None) -> None:
+    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None, group: Group | None = None) -> None:
         self.sandbox = sandbox
         self.workspace = workspace
         self.uid = uid
+        self.group = group  # the episode's memory cgroup, if the machine gives one
         self._worker: WorkerProcess | None = None
         self._restarted = False  # a worker died: tell the agent on the next call
 
@@ -44,7 +46,10 @@ class Interpreter:
             if self._restarted:
                 notice = f"[note: this is a fresh interpreter; {STATE_LOST}]\n"
                 self._restarted = False
-            self._worker = await WorkerProcess.start(self.sandbox, self.workspace, self.uid)
+            started = await WorkerProcess.start(self.sandbox, self.workspace, self.uid, self.group)
+            if isinstance(started, Execution):  # died starting: say what it printed
+                return _reply(started, notice, self.sandbox)
+            self._worker = started
         try:
             execution = await self._worker.execute({"code": code})
         except BaseException:
@@ -52,6 +57,8 @@ class Interpreter:
             raise
         if execution.ending is not Ending.DONE:
             self._restarted = True
+        else:
+            self._worker.sweep()  # the call is over: so is everything it started
         return _reply(execution, notice, self.sandbox)
 
     async def close(self) -> None:

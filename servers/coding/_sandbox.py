@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from servers.coding import _uids
+from servers.coding import _cgroups, _uids
+from servers.coding._cgroups import Hierarchy
 from servers.coding._workspace import workspace_quota_works
 
 logger = logging.getLogger("servers.coding")
@@ -59,6 +60,8 @@ class Limits:
     """CPU seconds over one interpreter's life (hard RLIMIT_CPU); then it restarts."""
     memory_bytes: int = 1 << 30
     """Address space per process (RLIMIT_AS)."""
+    episode_memory_bytes: int = 1 << 30
+    """Memory of an episode's whole sandbox, memfd and tmpfs pages included (a memory cgroup)."""
     max_processes: int = 64
     """Processes and threads of the sandbox (RLIMIT_NPROC, counted per sandbox uid)."""
     file_size_bytes: int = 16 << 20
@@ -85,6 +88,8 @@ class Protections:
     warnings: tuple[str, ...] = field(default=())
     workspace_quota: bool = False
     """Each workspace is a tmpfs of `limits.workspace_bytes` (root servers that may mount)."""
+    cgroups: Hierarchy | None = None
+    """A memory cgroup per episode (and one for the grader), when the machine gives one."""
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -96,6 +101,22 @@ class Protections:
             "filesystem": self.filesystem,
             "own_uid": self.own_uid,
             "workspace": "tmpfs with a size and file quota" if self.workspace_quota else "NO TOTAL SIZE LIMIT",
+            "memory": (
+                self.cgroups.describe(self.limits.episode_memory_bytes)
+                if self.cgroups is not None
+                else "RLIMIT_AS per process only (memfd and tmpfs pages NOT COUNTED)"
+            ),
+            "background_processes": (
+                "killed when the run_python call that started them ends (cgroup)"
+                if self.cgroups is not None
+                else "KEPT until the interpreter restarts or the episode ends (no cgroup)"
+            ),
+            "user_namespaces": "blocked (seccomp filter on unshare/clone/setns)",
+            "grading": (
+                "tests in a process of their own; each submission in its own pid, IPC and mount namespaces"
+                if self.own_uid
+                else "tests in a process of their own; a fresh sandbox per submission"
+            ),
             "limits": asdict(self.limits),
             "warnings": list(self.warnings),
         }
@@ -267,6 +288,12 @@ def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: 
     else:
         filesystem = "HOST FILESYSTEM READABLE (as permissions allow); workspace read-write"
         warnings.append(f"{isolation}: the host filesystem is visible to sandboxed code (task files included)")
+    cgroups = _cgroups.detect()
+    if isinstance(cgroups, str):
+        warnings.append(
+            f"no memory cgroup ({cgroups}): memory is bounded per process only (RLIMIT_AS; memfd and tmpfs pages "
+            "are not counted), and processes a run_python call leaves running survive until the episode ends"
+        )
     quota = own_uid and workspace_quota_works()
     if not quota:
         warnings.append(
@@ -275,7 +302,8 @@ def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: 
         )
     for text in warnings:
         logger.warning("coding sandbox: %s", text)
-    return Protections(isolation, own_uid, namespaces, filesystem, limits, tuple(warnings), quota)
+    hierarchy = None if isinstance(cgroups, str) else cgroups
+    return Protections(isolation, own_uid, namespaces, filesystem, limits, tuple(warnings), quota, hierarchy)
 
 
 def _probe(isolation: Isolation) -> str | None:
