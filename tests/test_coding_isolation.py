@@ -7,12 +7,14 @@ memory) every layer is present, and a missing one fails the test (the suite must
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 import mcpgym
 from servers.coding import Limits, Sandbox, Task, load_tasks
+from servers.coding._grader import grading_memory
 from servers.coding._interpreter import grade
 from tests.coding.helpers import QUICK, coding
 
@@ -30,15 +32,17 @@ GOOD = "def add(a, b):\n    return a + b\n"
 
 
 def named(comm: str) -> list[int]:
-    """Host pids whose command name is `comm` (set by the sandboxed code under test)."""
+    """Live host pids whose command name is `comm` (set by the sandboxed code under test). Zombies
+    are dead: killed processes wait there for their parent (or the namespace's init) to reap them."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "comm").read_text().strip() == comm:
-                    found.append(int(entry.name))
-            except OSError:
+                status = dict(line.split(":\t", 1) for line in (entry / "status").read_text().splitlines())
+            except (OSError, ValueError):
                 continue  # exited while we looked
+            if status.get("Name") == comm and status.get("State", "Z")[0] not in "ZX":
+                found.append(int(entry.name))
     return found
 
 
@@ -88,6 +92,16 @@ async def test_memfd_pages_count_against_the_episodes_memory() -> None:
         result = await env.call_tool("run_python", {"code": fill})
         assert result.is_error and "SIGKILL" in result.text, result.text  # OOM-killed inside its cgroup
         assert (await env.call_tool("run_python", {"code": "1 + 1"})).text.endswith("\n2\n")  # a fresh one
+
+
+async def test_memfd_pages_count_against_the_graders_memory_too() -> None:
+    limits = Limits(**{**QUICK.__dict__, "episode_memory_bytes": 64 << 20})
+    sandbox = Sandbox(limits)
+    assert grading_memory(limits) < 384 << 20  # the premise: the hog is over the grader's limit
+    hog = "import os\nfds = []\nfor _ in range(768):\n    fds.append(os.memfd_create('m'))\n"
+    hog += "    os.write(fds[-1], b'x' * (512 << 10))\n" + GOOD
+    assert (await grade(sandbox, ADD, hog)).reward == 0.0  # OOM-killed in the grader's cgroup
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
 
 
 async def test_user_namespaces_are_blocked_in_the_repl_and_while_grading() -> None:
@@ -159,3 +173,32 @@ async def test_submit_without_code_grades_the_whole_solution_file(tmp_path: Path
         await env.reset(seed=0)
         missing = await env.call_tool("submit", {})
         assert missing.is_error and not missing.done and "solution.py" in missing.text
+
+
+async def test_listings_are_unambiguous_for_names_with_newlines_quotes_and_arrows() -> None:
+    make = (
+        "import os\n"
+        "for name in ['notes\\nsolution.py', 'a -> b', 'say \"hi\"', 'plain.py', ' pad']:\n"
+        "    open(name, 'w').close()\n"
+    )
+    async with mcpgym.connect(coding()) as env:
+        await env.reset(seed=0)
+        assert not (await env.call_tool("run_python", {"code": make})).is_error
+        listing = (await env.call_tool("list_files", {})).text.splitlines()
+    assert sorted(listing) == sorted(['" pad"', '"a -> b"', '"notes\\nsolution.py"', "plain.py", '"say \\"hi\\""'])
+
+
+def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared(tmp_path: Path) -> None:
+    from servers.coding import _uids
+
+    uids = [_uids.claim() for _ in range(3)]
+    directory = _uids._lock_directory()
+    assert all((directory / str(uid)).exists() for uid in uids)  # the premise: held locks are files
+    for uid in uids:
+        _uids.release(uid)
+    assert not any((directory / str(uid)).exists() for uid in uids)
+    # A claimer that opened the file just before its release must not hold a lock on the unlinked one.
+    stale = os.open(directory / "probe", os.O_RDWR | os.O_CREAT, 0o600)
+    os.unlink(directory / "probe")
+    assert not _uids._still_linked(stale, directory / "probe")
+    os.close(stale)

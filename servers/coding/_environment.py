@@ -143,7 +143,9 @@ class Coding(mcpgym.Environment):
 
     @mcpgym.tool
     def list_files(self, path: str = ".") -> str:
-        """List the files under a directory of your workspace, recursively (directories end in /)."""
+        """List the files under a directory of your workspace, recursively, one per line (directories
+        end in /). A name with a control character (a newline, say), a quote, a backslash, ' -> ' or
+        leading/trailing spaces is shown as a JSON string: "notes\\nsolution.py"."""
         try:
             names = self._files().list(path)
         except WorkspaceError as exc:

@@ -30,8 +30,9 @@ import anyio
 import anyio.lowlevel
 
 from servers.coding import _scratch as scratch
+from servers.coding._cgroups import Group
 from servers.coding._process import _children, _signal
-from servers.coding._sandbox import SANDBOX_WORKSPACE, Sandbox
+from servers.coding._sandbox import SANDBOX_WORKSPACE, Limits, Sandbox
 from servers.coding._workspace import mount_tmpfs, remove_tree
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -48,6 +49,7 @@ class _Zygote:
     root: Path  # host directory holding the per-submission directories
     inside: str  # the same directory as seen in the sandbox
     loop: object
+    group: Group | None
     pending: dict[int, anyio.Event] = field(default_factory=dict)
     answers: dict[int, str] = field(default_factory=dict)
     buffer: bytes = b""
@@ -64,14 +66,23 @@ class _Zygote:
             mount_tmpfs(root, (limits.workspace_bytes, limits.workspace_files), "mode=0711")
         root.chmod(0o711)  # children may enter their own directory, never list the others
         argv = sandbox.command(root, None, program="zygote")
+        hierarchy = sandbox.protections.cgroups
+        # All gradings of a sandbox share one memory cgroup (memfd and tmpfs pages counted): room
+        # for one full episode's memory per core; past it the kernel OOM-kills the largest.
+        group = None if hierarchy is None else Group(hierarchy, grading_memory(sandbox.limits))
         process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, env=_ENV, start_new_session=True
+            argv if group is None else group.join_argv(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=root,
+            env=_ENV,
+            start_new_session=True,
         )
         assert process.stdin is not None and process.stdout is not None
         os.set_blocking(process.stdin.fileno(), False)
         os.set_blocking(process.stdout.fileno(), False)
         inside = SANDBOX_WORKSPACE if sandbox.protections.isolation == "bwrap" else str(root)
-        return cls(process, root, inside, loop)
+        return cls(process, root, inside, loop, group)
 
     async def ask(self, request: dict[str, object]) -> str:
         """Send one request and wait for its answer (`crashed` if the zygote dies first)."""
@@ -132,12 +143,20 @@ class _Zygote:
                 _signal(child, lambda pid: os.kill(pid, signal.SIGKILL))
             _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
             self.process.wait()
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
         self.dead = True
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.close()
         if not self.reading:  # a reader waits on stdout: it sees EOF (the zygote is dead) and closes it
             self.process.stdout.close()
         remove_tree(self.root)
+
+
+def grading_memory(limits: Limits) -> int:
+    """The memory cgroup limit of a sandbox's grader: one episode's worth per core."""
+    return limits.episode_memory_bytes * max(2, os.cpu_count() or 2)
 
 
 def _write_request(directory: Path, request: dict[str, object], uid: int | None) -> None:

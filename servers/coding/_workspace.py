@@ -14,8 +14,10 @@ import ctypes
 import errno
 import functools
 import itertools
+import json
 import logging
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Generator, Iterator
@@ -292,7 +294,7 @@ def _walk(dir_fd: int, prefix: str) -> Generator[str, None, None]:
                 if fd != dir_fd:
                     os.close(fd)
                 continue
-            name = prefix + entry.name
+            name = prefix + shown(entry.name)
             if entry.is_symlink():
                 yield f"{name} -> (symbolic link, not followed)"
             elif not entry.is_dir(follow_symlinks=False):
@@ -307,6 +309,17 @@ def _walk(dir_fd: int, prefix: str) -> Generator[str, None, None]:
         for fd, _, _ in stack:
             if fd != dir_fd:
                 os.close(fd)
+
+
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f\\\"]+")
+
+
+def shown(name: str) -> str:
+    """A file name as a listing shows it: as it is when that is unambiguous, else as a JSON string
+    (a name holding a newline would otherwise read as two entries, one with ' -> ' as a link)."""
+    if _PLAIN.fullmatch(name) and " -> " not in name and not name.startswith(("[", " ")) and not name.endswith(" "):
+        return name
+    return json.dumps(name)
 
 
 def _entries(fd: int) -> Iterator[os.DirEntry[str]]:
