@@ -202,3 +202,24 @@ def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared
     os.unlink(directory / "probe")
     assert not _uids._still_linked(stale, directory / "probe")
     os.close(stale)
+
+
+def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_machine(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from mcpgym._cli import _add_serve_options
+    from servers.coding.__main__ import configure, parser
+    from servers.coding._capacity import machine_capacity
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"task_id": ADD.task_id, "prompt": ADD.prompt, "test": ADD.test, "entry_point": "add"}))
+    cli = parser()
+    _add_serve_options(cli)
+    capacity = machine_capacity()
+    assert f"--max-episodes defaults to {capacity.episodes} on this machine" in " ".join(cli.format_help().split())
+    args = cli.parse_args(["--tasks", str(path)])
+    assert args.max_episodes == capacity.episodes and "MiB of memory" in capacity.why
+    configure(args)
+    err = capsys.readouterr().err
+    assert "servers.coding: memory: memory cgroup per episode (v" in err
+    assert "user namespaces: blocked" in err and "background processes: killed" in err
