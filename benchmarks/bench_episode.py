@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_episode              # 20 sequential episodes, medians, ~5 s
     python -m benchmarks.bench_episode --episodes 50
+    python -m benchmarks.bench_episode --concurrent 1024   # issue 12: all at once, every one must score 1.0
 
 Each episode runs in-process (`mcpgym.connect(Coding)`) on HumanEval/0 with its canonical
 solution: `reset`, two `run_python` calls (the first starts the sandboxed interpreter), `submit`.
@@ -86,12 +87,46 @@ async def measure(episodes: int) -> None:
         )
 
 
+async def concurrent(count: int) -> None:
+    """`count` episodes at once (reset, two run_python calls, submit): how many scored 1.0, and how
+    long it took. Sandbox start-ups are queued, so none should fail for lack of time."""
+    task = humaneval_tasks()[TASK]
+    code = task.prompt + (task.canonical_solution or "")
+    outcomes: list[str] = []
+
+    async def one() -> None:
+        async with mcpgym.connect(Coding) as env:
+            await env.reset(options={"task_id": TASK})
+            for step in ("x = 1", "x + 1"):
+                result = await env.call_tool("run_python", {"code": step})
+                if result.is_error:
+                    outcomes.append(f"run_python failed: {result.text[-120:]}")
+                    return
+            result = await env.call_tool("submit", {"code": code})
+            outcomes.append("ok" if result.reward == 1.0 else f"submit: {result.text}")
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(count):
+            tg.start_soon(one)
+    elapsed = time.perf_counter() - start
+    failures = [outcome for outcome in outcomes if outcome != "ok"]
+    print(f"{count} concurrent episodes: {count - len(failures)}/{count} scored 1.0 in {elapsed:.1f} s")
+    for failure in sorted(set(failures))[:5]:
+        print(f"  {failures.count(failure)} x {failure}")
+    print("PASS" if not failures else "FAIL")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_episode", description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=20, help="sequential episodes measured (%(default)s)")
+    parser.add_argument("--concurrent", type=int, default=0, help="instead: run N episodes at once (pass/fail)")
     args = parser.parse_args()
     print(f"isolation={default_sandbox().protections.isolation}")
-    anyio.run(measure, args.episodes)
+    if args.concurrent:
+        anyio.run(concurrent, args.concurrent)
+    else:
+        anyio.run(measure, args.episodes)
 
 
 if __name__ == "__main__":

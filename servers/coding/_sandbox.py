@@ -1,7 +1,7 @@
 """The sandbox: which OS protections are available, and the command line that applies them.
 
-Layer: policy, no episode logic. Imports only `_uids` and `_workspace` (to probe its quota)
-from the package. Protections, strongest first (the first that works is used; anything
+Layer: policy, no episode logic. Imports only `_uids`, `_cgroups` and `_workspace` (to probe
+its quota) from the package. Protections, strongest first (the first that works is used; anything
 missing is reported, never silently skipped):
 
 - `bwrap` (bubblewrap): new pid, network, IPC, UTS and mount namespaces; the sandbox sees
@@ -12,8 +12,11 @@ missing is reported, never silently skipped):
 - `none`: a plain child process (own session) with resource limits only.
 
 In every mode the worker (a REPL) and each grading child of the grader zygote apply rlimits
-(memory, CPU, processes, file size) before any user code runs and, when the server is root,
-drop to a uid of their own (see `_worker.py`, `_zygote.py`).
+(memory, CPU, processes, file size) and a seccomp filter against user namespaces before any user
+code runs and, when the server is root, drop to a uid of their own (see `_worker.py`,
+`_trial.py`). A root server with a writable memory cgroup hierarchy also gives each episode a
+memory cgroup (`_cgroups.py`). The sandbox runs the server's own interpreter, mounted at its own
+path (with its shared libpython's directory, if any).
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
 """The grader that runs inside the sandbox: a zygote that forks one child per submission.
 
-Layer: sandbox side. Stdlib only, never imported by the server: its source is handed to a
-fresh interpreter (`python -I -S -c SOURCE CONFIG`) inside the same namespaces as a worker.
-Config (JSON): `{"limits": {...}, "cwd": str}`.
+Layer: sandbox side. Stdlib only, never imported by the server: its source (after `_confine.py`
+and `_trial.py`, whose names it uses) is handed to a fresh interpreter (`python -I -S -c SOURCE
+CONFIG`) inside the same namespaces as a worker. Config (JSON): `{"limits": {...}, "cwd": str}`.
 
-The zygote itself runs no user code and never sees task data: a request names only a uid
-and a private directory (created by the server, 0700, owned by that uid) holding the
-submission as `request.json`. A forked child closes every descriptor but its verdict pipe,
-sends output to /dev/null, applies the rlimits, drops to the uid, enters the directory,
-reads and deletes `request.json`, runs prompt+solution+tests and writes a verdict. So a
-child finds nothing of any other submission in the memory it inherits. When the child is
-gone (or its timeout expired), a reaper with the same uid SIGKILLs everything that uid
-still runs (`kill(-1)`, repeated until none is left, so daemons and `setsid()` escapes die
-too) and removes the SysV IPC objects it created. Only then is the verdict answered.
+The zygote itself runs no user code and never sees task data: a request names only a uid and a
+private directory holding the submission's files (see `_trial.py`). With `CAP_SYS_ADMIN` (a root
+server) each child is forked as the init of a new pid namespace: when it exits, the kernel has
+killed and reaped everything the submission started, so the answer follows its `waitpid`, and a
+timeout is one SIGKILL. Without it, as before: a reaper with the submission's uid SIGKILLs what
+that uid still runs (`kill(-1)`, repeated) and removes its SysV IPC objects; without a uid per
+submission the server kills the zygote's whole namespace after its one answer.
 
-Protocol: one JSON request per line on stdin, `{"id": int, "uid": int | null, "dir": str}`;
-one answer per line on stdout, `<id> <status>`, where status is `passed`,
-`failed <BuiltinExceptionName>`, `partial <n>/<m>`, `timeout` or `crashed`. Without a uid
-per submission (`"uid": null`), a zygote gets one request and the server then kills its
-namespace, which is what kills the tree.
+Protocol: first line out `isolated=0|1` (per-submission namespaces or not); then one JSON request
+per line on stdin, `{"id": int, "uid": int | null, "dir": str}`, and one answer per line on stdout,
+`<id> <status>`, where status is `passed`, `failed <BuiltinExceptionName>`, `partial <n>/<m>` or
+`exited` (each optionally followed by ` !signal,...`), `timeout` or `crashed`.
 """
 
 import builtins
