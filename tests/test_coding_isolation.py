@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 import mcpgym
@@ -223,3 +224,29 @@ def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_m
     err = capsys.readouterr().err
     assert "servers.coding: memory: memory cgroup per episode (v" in err
     assert "user namespaces: blocked" in err and "background processes: killed" in err
+
+
+async def test_sandbox_start_ups_wait_in_a_queue_before_any_call_is_timed() -> None:
+    from servers.coding import _process
+
+    async with mcpgym.connect(coding()) as first, mcpgym.connect(coding()) as second:
+        await first.reset(seed=0)
+        await second.reset(seed=0)
+        queue = _process._starting()
+        held = 0
+        while queue.value:  # take every start-up slot: new interpreters must wait
+            await queue.acquire()
+            held += 1
+        results: list[str] = []
+
+        async def call(env: mcpgym.AsyncEnv) -> None:
+            results.append((await env.call_tool("run_python", {"code": "6 * 7"})).text.strip())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, first)
+            tg.start_soon(call, second)
+            await anyio.wait_all_tasks_blocked()
+            assert results == [] and queue.statistics().tasks_waiting == 2  # queued, not started nor failed
+            for _ in range(held):
+                queue.release()
+        assert results == ["42", "42"]
