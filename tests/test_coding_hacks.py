@@ -153,3 +153,14 @@ async def test_submit_reports_hack_signals_in_its_result_and_in_state(task_file:
         await env.reset(seed=0)
         clean = await env.call_tool("submit", {"code": GOOD})
         assert clean.reward == 1.0 and clean.observation.structured_content["hack_signals"] == []
+
+
+async def test_only_builtin_exception_names_come_back_whatever_the_solution_raises_or_sends() -> None:
+    raises = Task("mine/r", "def f():\n", "def check(candidate):\n    candidate()\n", "f")
+    cases = {
+        "def f():\n    raise UnicodeDecodeError('utf-8', b'', 0, 1, 'x')\n": "UnicodeDecodeError",
+        "class Secret_hidden_text(Exception):\n    pass\ndef f():\n    raise Secret_hidden_text\n": "Exception",
+        "raise type('Leak', (ValueError,), {})\n": "Exception",
+    }
+    for code, name in cases.items():
+        assert (await grade(SANDBOX, raises, code)).summary == f"failed: the hidden tests raised {name}"

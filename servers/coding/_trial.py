@@ -135,7 +135,7 @@ def builtin_name(exc: BaseException) -> str:
 def _raise_named(name: str) -> None:
     named = getattr(builtins, name, None) if type(name) is str else None
     if isinstance(named, type) and issubclass(named, BaseException):
-        raise named()
+        raise named.__new__(named)  # without __init__: some (UnicodeDecodeError) need arguments
     raise Exception
 
 
@@ -232,10 +232,13 @@ def _prompt_namespace(prompt: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
     for source in (prompt, prompt + "    pass\n"):  # a prompt may stop at the signature
         try:
-            exec(compile(source, "<prompt>", "exec"), dict(namespace))
-        except BaseException:
+            code = compile(source, "<prompt>", "exec")
+        except (SyntaxError, ValueError):
             continue
-        exec(compile(source, "<prompt>", "exec"), namespace)
+        try:
+            exec(code, namespace)
+        except Exception:
+            pass  # a prompt that does not run as it stands: the tests may not need it
         break
     return namespace
 
@@ -263,9 +266,9 @@ def _grade(task: dict[str, Any], sock: socket.socket, signals: set[str]) -> str:
         tests: Any = task["tests"]
         if task["partial"]:
             tests, total = count_asserts(tests)
-        exec(compile(tests, "<tests>", "exec"), namespace)
         candidate = Candidate(sock, signals)
-        namespace[task["entry_point"]] = candidate
+        namespace[task["entry_point"]] = candidate  # tests that call it by name get the proxy too
+        exec(compile(tests, "<tests>", "exec"), namespace)
         namespace["check"](candidate)
     except SolutionGone:
         signals.add("solution_exited")
