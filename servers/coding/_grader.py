@@ -33,7 +33,7 @@ from servers.coding import _scratch as scratch
 from servers.coding._cgroups import Group
 from servers.coding._process import _children, _signal
 from servers.coding._sandbox import SANDBOX_WORKSPACE, Limits, Sandbox
-from servers.coding._workspace import mount_tmpfs, remove_tree
+from servers.coding._workspace import make_shared, mount_tmpfs, remove_tree, unmount
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 _GRACE = 5.0  # seconds past the zygote's own timeout before the server gives up on it
@@ -64,6 +64,7 @@ class _Zygote:
             # What submissions write is bounded in total (shared by the zygote's concurrent children).
             limits = sandbox.limits
             mount_tmpfs(root, (limits.workspace_bytes, limits.workspace_files), "mode=0711")
+            make_shared(root)  # each submission's own tmpfs, mounted below later, shows in the sandbox
         root.chmod(0o711)  # children may enter their own directory, never list the others
         argv = sandbox.command(root, None, program="zygote")
         hierarchy = sandbox.protections.cgroups
@@ -159,9 +160,10 @@ def grading_memory(limits: Limits) -> int:
     return limits.episode_memory_bytes * max(2, os.cpu_count() or 2)
 
 
-def _write_request(directory: Path, request: dict[str, object], uid: int | None) -> None:
+def _write_request(directory: Path, request: dict[str, object], uid: int | None, sandbox: Sandbox) -> None:
     """`solution.json` and `tests.json` (0400, the zygote's: read and unlinked before any submitted
-    code runs) and `work/`, the solution's directory (its uid's; a private tmpfs when isolated)."""
+    code runs) and `work/`, the solution's only writable directory: its uid's, and a tmpfs of its
+    own (`workspace_bytes`) when the server may mount, so no submission can fill another's space."""
     directory.chmod(0o711)
     for name, body in (
         ("solution.json", {key: request[key] for key in _SOLUTION_KEYS}),
@@ -172,8 +174,19 @@ def _write_request(directory: Path, request: dict[str, object], uid: int | None)
             json.dump(body, file)
     work = directory / "work"
     work.mkdir(mode=0o700)
-    if uid is not None:
+    owner = uid if uid is not None else os.geteuid()
+    if sandbox.protections.workspace_quota:
+        limits = sandbox.limits
+        mount_tmpfs(work, (limits.workspace_bytes, limits.workspace_files), f"mode=0700,uid={owner},gid={owner}")
+    elif uid is not None:
         os.chown(work, uid, uid)
+
+
+def _remove_request(directory: Path) -> None:
+    work = directory / "work"
+    if os.path.ismount(work):
+        unmount(work)  # lazily: what still holds it (nothing, once the answer is in) cannot pin it
+    remove_tree(directory)
 
 
 class Grader:
@@ -213,7 +226,7 @@ class Grader:
             # The submission reaches its child as files in its private directory, never through
             # the zygote, so no child forked later can find it in the zygote's memory. The tests
             # are for the test process alone (read, then unlinked, before the solution starts).
-            _write_request(directory, request, uid)
+            _write_request(directory, request, uid, sandbox)
             inside = f"{zygote.inside}/{directory.name}"
             with anyio.move_on_after(sandbox.limits.timeout + _GRACE) as scope:
                 status = await zygote.ask({"uid": uid, "dir": inside})
@@ -225,7 +238,8 @@ class Grader:
             with anyio.CancelScope(shield=True):
                 if not shared:
                     await anyio.to_thread.run_sync(zygote.kill)  # its namespace, so no tree survives
-                remove_tree(directory)  # as deep as the submission made it
+                # As deep as the submission made it; unmounting waits for an RCU grace period: a thread.
+                await anyio.to_thread.run_sync(_remove_request, directory)
 
     async def _current(self, sandbox: Sandbox, loop: object) -> _Zygote:
         """The live zygote of this event loop, (re)started if needed (by one task; the others wait)."""

@@ -31,7 +31,7 @@ logger = logging.getLogger("servers.coding")
 _MAX_LISTED = 1000
 _MAX_DEPTH = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_MS_NOSUID, _MS_NODEV, _MS_SHARED, _MNT_DETACH = 2, 4, 1 << 20, 2
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -168,6 +168,14 @@ def mount_tmpfs(path: Path, quota: tuple[int, int], options: str) -> None:
 
 def _mount_tmpfs(path: Path, options: str) -> None:
     if _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def make_shared(path: Path) -> None:
+    """Mark the mount at `path` shared: mounts made below it later also appear in sandboxes that
+    bind it (bwrap's copies are its slaves)."""
+    if _LIBC.mount(None, os.fsencode(path), None, _MS_SHARED, None) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), str(path))
 
