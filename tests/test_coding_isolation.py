@@ -111,11 +111,12 @@ async def test_user_namespaces_are_blocked_in_the_repl_and_while_grading() -> No
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "print(libc.unshare(0x10000000), ctypes.get_errno())\n"
         "print(subprocess.run(['unshare', '-r', 'true'], capture_output=True).returncode != 0)\n"
+        "import os\nprint(libc.setns(os.open('/proc/self/ns/user', os.O_RDONLY), 0), ctypes.get_errno())\n"
     )
     async with mcpgym.connect(coding()) as env:
         await env.reset(seed=0)
         result = await env.call_tool("run_python", {"code": probe})
-        assert result.text.split() == ["-1", "1", "True"], result.text  # EPERM
+        assert result.text.split() == ["-1", "1", "True", "-1", "1"], result.text  # EPERM (not EINVAL)
     graded = "import ctypes\nBLOCKED = ctypes.CDLL(None).unshare(0x10000000) != 0\n" + (
         "def add(a, b):\n    return a + b if BLOCKED else 0\n"
     )

@@ -5,8 +5,9 @@ in front of `_worker.py` and `_zygote.py` (see `_sandbox.program`), so its names
 there. No `from __future__` import here or in those programs: the sources are concatenated.
 
 - `block_user_namespaces()`: a seccomp filter that fails `unshare`/`clone` asking for a new
-  user namespace (and `setns`) with EPERM, and `clone3` with ENOSYS (its flags sit behind a
-  pointer a filter cannot read; libc then falls back to `clone`). With `no_new_privs` set, so
+  user namespace, and `setns` into one (or into whatever the fd is), with EPERM, and `clone3`
+  with ENOSYS (its flags sit behind a pointer a filter cannot read; libc then falls back to
+  `clone`). Installed once by the worker and by the grader zygote, inherited by every child. With `no_new_privs` set, so
   no set-uid program regains anything either. Inside a user namespace sandboxed code would be
   uid 0 with every capability over it (tmpfs mounts, netfilter, more kernel surface).
 - `unshare()`, `mount()`, `set_dumpable()`: what the grader uses to give every submission its
@@ -64,31 +65,38 @@ def _filter(arch: int, unshare_nr: int, clone_nr: int, clone3_nr: int, setns_nr:
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
     program = [
-        (ld, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 1, 0, arch),
-        (ret, 0, 0, allow),  # another ABI: not ours to judge
-        (ld, 0, 0, 0),  # seccomp_data.nr
-        (jeq, 0, 1, clone3_nr),
-        (ret, 0, 0, enosys),
-        (jeq, 0, 1, setns_nr),
-        (ret, 0, 0, eperm),
-        (jeq, 1, 0, unshare_nr),
-        (jeq, 0, 3, clone_nr),
-        (ld, 0, 0, 16),  # args[0], low 32 bits: the namespace flags of unshare and clone
-        (jset, 0, 1, CLONE_NEWUSER),
-        (ret, 0, 0, eperm),
-        (ret, 0, 0, allow),
+        (ld, 0, 0, 4),  # 0: seccomp_data.arch
+        (jeq, 1, 0, arch),  # 1
+        (ret, 0, 0, allow),  # 2: another ABI: not ours to judge
+        (ld, 0, 0, 0),  # 3: seccomp_data.nr
+        (jeq, 0, 1, clone3_nr),  # 4
+        (ret, 0, 0, enosys),  # 5
+        (jeq, 0, 3, setns_nr),  # 6
+        (ld, 0, 0, 24),  # 7: setns's args[1], low 32 bits: the namespace type (0: whatever the fd is)
+        (jeq, 5, 0, 0),  # 8: -> 14
+        (jset, 4, 5, CLONE_NEWUSER),  # 9: -> 14 / 15
+        (jeq, 1, 0, unshare_nr),  # 10: -> 12
+        (jeq, 0, 3, clone_nr),  # 11: -> 12 / 15
+        (ld, 0, 0, 16),  # 12: args[0], low 32 bits: the namespace flags of unshare and clone
+        (jset, 0, 1, CLONE_NEWUSER),  # 13: -> 14 / 15
+        (ret, 0, 0, eperm),  # 14
+        (ret, 0, 0, allow),  # 15
     ]
     return b"".join(struct.pack("HBBI", *op) for op in program)
 
 
+_NUMBERS = _SYSCALLS.get(platform.machine())
+_CODE = _filter(*_NUMBERS) if _NUMBERS is not None else b""
+for _name in ("prctl", "unshare", "setns", "mount"):
+    getattr(_LIBC, _name)  # looked up (dlsym, ~0.1 ms each) once here, not in every forked child
+
+
 def block_user_namespaces() -> bool:
     """Install the filter on this process (inherited by its children); False on an unknown machine."""
-    numbers = _SYSCALLS.get(platform.machine())
     _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if numbers is None:
+    if not _CODE:
         return False
-    code = _filter(*numbers)
+    code = _CODE
     buffer = ctypes.create_string_buffer(code, len(code))
     program = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buffer))
     _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, program, 0, 0), "prctl(PR_SET_SECCOMP)")

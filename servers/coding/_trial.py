@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from servers.coding._confine import CLONE_NEWIPC, block_user_namespaces, set_dumpable, unshare
+    from servers.coding._confine import CLONE_NEWIPC, set_dumpable, unshare
 
 VERDICT_FD = 3
 _MESSAGE_MAX = 16 << 20
@@ -322,7 +322,6 @@ def trial(request: dict[str, Any], limits: dict[str, int], isolated: bool) -> No
                 def confine() -> None:
                     _limit(limits)
                     drop_to(uid)
-                    block_user_namespaces()
                     os.chdir(work)
                     os.environ["TMPDIR"] = os.environ["HOME"] = work
                     random.seed()
@@ -333,7 +332,6 @@ def trial(request: dict[str, Any], limits: dict[str, int], isolated: bool) -> No
         _limit(limits)
         drop_to(uid)
         set_dumpable(False)  # a uid change resets it
-        block_user_namespaces()
         status = run_tests(task, ours)
         if os.getpid() == pid:
             os.write(VERDICT_FD, status.encode() + b"\n")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from servers.coding._confine import CLONE_NEWPID, setns, unshare
+    from servers.coding._confine import CLONE_NEWPID, block_user_namespaces, setns, unshare
     from servers.coding._trial import VERDICT_FD, drop_to, trial
 
 # Imported once here so children do not pay for them (typing alone is ~10 ms with -S). The
@@ -304,6 +304,9 @@ class Zygote:
 def main(config: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     zygote = Zygote(config)
+    # Inherited by every child (user namespaces stay blocked for all submitted code); the zygote
+    # itself still creates pid namespaces and returns to its own with setns(CLONE_NEWPID).
+    block_user_namespaces()
     # Everything imported so far is shared with every child copy-on-write: kept out of the
     # collector's reach, a child's collections do not touch (and so copy) those pages.
     gc.freeze()
