@@ -164,3 +164,15 @@ async def test_only_builtin_exception_names_come_back_whatever_the_solution_rais
     }
     for code, name in cases.items():
         assert (await grade(SANDBOX, raises, code)).summary == f"failed: the hidden tests raised {name}"
+
+
+async def test_hack_signals_are_in_the_recording(task_file: Path, tmp_path: Path) -> None:
+    from servers.coding import load_tasks
+
+    server = mcpgym.GymServer(coding(tasks=load_tasks(task_file)), record=tmp_path / "runs")
+    async with mcpgym.connect(server) as env:
+        await env.reset(seed=0)
+        await env.call_tool("submit", {"code": HACKS["an object whose __eq__ is always true"][0]})
+    (trajectory,) = mcpgym.read_trajectories(tmp_path / "runs")
+    recorded = trajectory.steps[-1].result.structured_content
+    assert recorded is not None and {"always_equal", "non_plain_return"} <= set(recorded["hack_signals"])
