@@ -1,67 +1,77 @@
-"""Kernel calls the sandboxed programs make on themselves: seccomp, namespaces, mounts, dumpable.
+"""Kernel calls the sandboxed programs make on themselves: seccomp, namespaces, dumpable.
 
-Layer: sandbox side, stdlib only. Never imported by the server at run time: its source is put
-in front of `_worker.py` and `_zygote.py` (see `_sandbox.program`), so its names are globals
-there. No `from __future__` import here or in those programs: the sources are concatenated.
+Layer: sandbox side, stdlib only. Its source is put in front of `_worker.py` and `_zygote.py`
+(see `_sandbox._PROGRAMS`), so its names are globals there; the server imports only
+`seccomp_program()`, to hand bubblewrap the same filter (`bwrap --seccomp FD`). No `from
+__future__` import here or in those programs: the sources are concatenated. ctypes is imported
+on first use: a worker under bwrap never needs it (it costs milliseconds of start-up).
 
-- `block_user_namespaces()`: a seccomp filter that fails `unshare`/`clone` asking for a new
-  user namespace, and `setns` into one (or into whatever the fd is), with EPERM, and `clone3`
-  with ENOSYS (its flags sit behind a pointer a filter cannot read; libc then falls back to
-  `clone`). Installed once by the worker and by the grader zygote, inherited by every child. With `no_new_privs` set, so
-  no set-uid program regains anything either. Inside a user namespace sandboxed code would be
-  uid 0 with every capability over it (tmpfs mounts, netfilter, more kernel surface).
-- `unshare()`, `mount()`, `set_dumpable()`: what the grader uses to give every submission its
-  own pid, IPC and mount namespaces and to keep its test process out of reach.
+- `seccomp_program()` / `block_user_namespaces()`: a seccomp filter that fails `unshare`/`clone`
+  asking for a new user namespace, and `setns` into one (or into whatever the fd is), with
+  EPERM, and `clone3` with ENOSYS (its flags sit behind a pointer a filter cannot read; libc then
+  falls back to `clone`). With `no_new_privs`, so no set-uid program regains anything either.
+  Inside a user namespace sandboxed code would be uid 0 with every capability over it (tmpfs
+  mounts, netfilter, more kernel surface). Installed by bwrap for a worker, by the worker itself
+  otherwise, and once by the grader zygote (inherited by every child).
+- `unshare()`, `setns()`, `set_dumpable()`: what the grader uses to give every submission its
+  own pid and IPC namespaces and to keep its test process out of reach.
 """
 
-import ctypes
 import os
-import platform
 import struct
+from typing import Any
 
-CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 4, 38, 22, 2
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 # (audit arch, unshare, clone, clone3, setns) per machine
 _SYSCALLS = {
     "x86_64": (0xC000003E, 272, 56, 435, 308),
     "aarch64": (0xC00000B7, 97, 220, 435, 268),
 }
+_LOADED: list[Any] = []  # ctypes' libc, once loaded
+
+
+def _libc() -> Any:
+    if not _LOADED:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("prctl", "unshare", "setns"):
+            getattr(libc, name)  # looked up (dlsym, ~0.1 ms each) once, not in every forked child
+        _LOADED.append(libc)
+    return _LOADED[0]
 
 
 def _check(result: int, what: str) -> None:
     if result != 0:
+        import ctypes
+
         code = ctypes.get_errno()
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
 def unshare(flags: int) -> None:
-    _check(_LIBC.unshare(flags), "unshare")
+    _check(_libc().unshare(flags), "unshare")
 
 
 def setns(fd: int, kind: int) -> None:
-    _check(_LIBC.setns(fd, kind), "setns")
-
-
-def mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
-    _check(_LIBC.mount(_bytes(source), target.encode(), _bytes(kind), flags, _bytes(data)), f"mount {target}")
-
-
-def _bytes(text: str | None) -> bytes | None:
-    return None if text is None else text.encode()
+    _check(_libc().setns(fd, kind), "setns")
 
 
 def set_dumpable(on: bool) -> None:
     """Off: processes of the same uid can neither ptrace this one nor open its /proc files (fds, memory)."""
-    _check(_LIBC.prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    _check(_libc().prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
 
 
-def _filter(arch: int, unshare_nr: int, clone_nr: int, clone3_nr: int, setns_nr: int) -> bytes:
+def seccomp_program() -> bytes:
+    """The filter as classic BPF (what `bwrap --seccomp` reads); empty on an unknown machine."""
+    numbers = _SYSCALLS.get(os.uname().machine)
+    if numbers is None:
+        return b""
+    arch, unshare_nr, clone_nr, clone3_nr, setns_nr = numbers
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
     program = [
@@ -85,19 +95,16 @@ def _filter(arch: int, unshare_nr: int, clone_nr: int, clone3_nr: int, setns_nr:
     return b"".join(struct.pack("HBBI", *op) for op in program)
 
 
-_NUMBERS = _SYSCALLS.get(platform.machine())
-_CODE = _filter(*_NUMBERS) if _NUMBERS is not None else b""
-for _name in ("prctl", "unshare", "setns", "mount"):
-    getattr(_LIBC, _name)  # looked up (dlsym, ~0.1 ms each) once here, not in every forked child
-
-
 def block_user_namespaces() -> bool:
     """Install the filter on this process (inherited by its children); False on an unknown machine."""
-    _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if not _CODE:
+    import ctypes
+
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    code = seccomp_program()
+    if not code:
         return False
-    code = _CODE
     buffer = ctypes.create_string_buffer(code, len(code))
     program = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buffer))
-    _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, program, 0, 0), "prctl(PR_SET_SECCOMP)")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, program, 0, 0), "prctl(PR_SET_SECCOMP)")
     return True

@@ -21,6 +21,7 @@ import anyio.lowlevel
 from anyio.abc import Process
 
 from servers.coding._cgroups import Group
+from servers.coding._confine import seccomp_program
 from servers.coding._sandbox import Sandbox
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -30,6 +31,16 @@ _STATUS_MAX = 256  # a status line is `ok` or `raised <ExceptionName>`
 READY = b"ready\n"  # after \0: the worker's first line, before any user code
 _START_TIMEOUT = 120.0  # a start-up queued behind many others is slow, not dead
 _STARTING: dict[object, anyio.Semaphore] = {}
+
+
+def _seccomp_pipe() -> int:
+    """A pipe's read end holding the seccomp filter, for `bwrap --seccomp` (it reads to EOF)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, seccomp_program())  # ~130 bytes: under PIPE_BUF, written at once
+    finally:
+        os.close(write)
+    return read
 
 
 def _starting() -> anyio.Semaphore:
@@ -94,18 +105,24 @@ class WorkerProcess:
     ) -> WorkerProcess | Execution:
         """A worker ready for requests, or what it printed before it died. Start-ups are queued
         (`_STARTING`): under load the wait is the server's, never charged to a call's limits."""
-        argv = sandbox.command(workspace, uid)
         async with _starting():
-            process = await anyio.open_process(
-                group.join_argv(argv) if group is not None else argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=workspace,
-                # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
-                env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
-                start_new_session=True,  # its own process group, so kill() reaches forked children too
-            )
+            seccomp = _seccomp_pipe() if sandbox.protections.isolation == "bwrap" else None
+            try:
+                argv = sandbox.command(workspace, uid, seccomp_fd=seccomp)
+                process = await anyio.open_process(
+                    group.join_argv(argv) if group is not None else argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=workspace,
+                    # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
+                    env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
+                    start_new_session=True,  # its own process group, so kill() reaches forked children too
+                    pass_fds=() if seccomp is None else (seccomp,),
+                )
+            finally:
+                if seccomp is not None:
+                    os.close(seccomp)
             worker = cls(process, sandbox, group)
             failure = await worker._until_ready()
         if failure is not None:

@@ -152,12 +152,22 @@ class Sandbox:
         if uid is not None:
             _uids.release(uid)
 
-    def command(self, workspace: Path, uid: int | None, program: Literal["worker", "zygote"] = "worker") -> list[str]:
-        """The argv that starts a worker or a grader zygote (run it with the workspace as working directory)."""
+    def command(
+        self,
+        workspace: Path,
+        uid: int | None,
+        program: Literal["worker", "zygote"] = "worker",
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
+        """The argv that starts a worker or a grader zygote (run it with the workspace as working
+        directory). Under bwrap, `seccomp_fd` (a pipe holding `seccomp_program()`, passed to the
+        child) has bwrap install the filter, so the worker need not load ctypes to do it."""
         isolation = self.protections.isolation
         # The worker enters the workspace itself, after dropping to `uid`: the workspace is
         # 0700 and owned by that uid, so even bwrap (root without CAP_DAC_OVERRIDE) cannot.
-        config = {"limits": asdict(self.limits), "uid": uid, "cwd": self.workdir(workspace)}
+        config: dict[str, Any] = {"limits": asdict(self.limits), "uid": uid, "cwd": self.workdir(workspace)}
+        if isolation == "bwrap" and seccomp_fd is not None:
+            config["seccomp_applied"] = True
         if isolation == "bwrap":
             python = str(self.python)
             # Not the zygote: it is started from a worker thread, and --die-with-parent
@@ -165,7 +175,10 @@ class Sandbox:
             # Root server: the zygote (which runs no user code) gives each submission its own
             # pid, IPC and mount namespaces, and kills a submission's namespace on a timeout.
             caps = ("CAP_SYS_ADMIN", "CAP_KILL") if program == "zygote" and self.protections.own_uid else ()
-            argv = [*self._bwrap(workspace, die_with_parent=program == "worker", caps=caps), python]
+            argv = [*self._bwrap(workspace, die_with_parent=program == "worker", caps=caps)]
+            if seccomp_fd is not None:
+                argv += ["--seccomp", str(seccomp_fd)]
+            argv.append(python)
         else:
             argv = [*_UNSHARE] if isolation == "unshare" else []
             argv.append(str(self.python))

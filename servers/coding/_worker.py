@@ -47,7 +47,8 @@ def _confine(config: dict[str, Any]) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    block_user_namespaces()
+    if not config.get("seccomp_applied"):  # bwrap installs it when it launches us
+        block_user_namespaces()
     os.chdir(config["cwd"])
     sys.path.insert(0, "")  # like an interactive prompt: modules in the workspace import (-I drops it)
 
