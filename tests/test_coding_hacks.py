@@ -176,3 +176,14 @@ async def test_hack_signals_are_in_the_recording(task_file: Path, tmp_path: Path
     (trajectory,) = mcpgym.read_trajectories(tmp_path / "runs")
     recorded = trajectory.steps[-1].result.structured_content
     assert recorded is not None and {"always_equal", "non_plain_return"} <= set(recorded["hack_signals"])
+
+
+def test_no_signal_on_any_humaneval_canonical_solution() -> None:
+    from servers.coding._environment import humaneval_tasks
+
+    noisy = {
+        task.task_id: signals
+        for task in humaneval_tasks().values()
+        if (signals := detect(task.prompt + (task.canonical_solution or "")))
+    }
+    assert noisy == {}  # e.g. HumanEval/119 defines a local `check`: ordinary code

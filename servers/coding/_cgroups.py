@@ -50,6 +50,7 @@ def detect() -> Hierarchy | str:
     """The hierarchy to use, or why there is none (probed once per process)."""
     if os.geteuid() != 0:
         return "the server is not root"
+    problem = "no memory cgroup hierarchy is mounted"
     for version, base, own in _candidates():
         try:
             parent = base / own.lstrip("/") / f"mcpgym-{os.getpid()}"
@@ -64,7 +65,7 @@ def detect() -> Hierarchy | str:
             return hierarchy
         except OSError as exc:
             problem = f"cgroup v{version} at {base}: {exc.strerror or exc}"
-    return problem if "problem" in locals() else "no memory cgroup hierarchy is mounted"
+    return problem
 
 
 def _remove_parent(parent: Path, pid: int) -> None:

@@ -54,7 +54,22 @@ def detect(code: str, runtime: tuple[str, ...] = ()) -> list[str]:
         return sorted(found)
     for node in ast.walk(tree):
         found.update(_signals_of(node))
+    if any(name in _TEST_NAMES for name in _top_level_names(tree)):
+        found.add("defines_test_names")  # at module level only: a local `check` is ordinary code
     return sorted(found)
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names.update(node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name))
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+    return names
 
 
 def _signals_of(node: ast.AST) -> set[str]:
@@ -80,13 +95,9 @@ def _signals_of(node: ast.AST) -> set[str]:
         if names & _TAMPER_MODULES:
             found.add("frame_inspection" if names & {"inspect", "gc"} else "runner_tampering")
     elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        if node.name in _TEST_NAMES:
-            found.add("defines_test_names")
         if node.name in _COMPARISONS:
             found.add("always_equal")
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-        if node.id in _TEST_NAMES:
-            found.add("defines_test_names")
         if node.id in _COMPARISONS:
             found.add("always_equal")
         if node.id == "__builtins__":

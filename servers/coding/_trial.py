@@ -176,10 +176,14 @@ class Candidate:
         self._signals = signals
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        send(self._sock, {"args": encode(list(args)), "kwargs": encode(dict(kwargs))})
+        request = {"args": encode(list(args)), "kwargs": encode(dict(kwargs))}
         try:
+            send(self._sock, request)
             reply = receive(self._sock)
-        except OSError:
+        except OSError:  # the solution's process is gone
+            raise SolutionGone from None
+        except ValueError:  # it sent something that is not JSON: it is no longer answering calls
+            self._signals.add("malformed_reply")
             raise SolutionGone from None
         if reply.get("signal") == "non_plain_return":
             self._signals.add("non_plain_return")
