@@ -55,7 +55,7 @@ class _Zygote:
     buffer: bytes = b""
     reading: bool = False
     dead: bool = False
-    isolated: bool | None = None  # each submission in its own pid, IPC and mount namespaces
+    isolated: bool | None = None  # each submission in its own pid and IPC namespaces
 
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:

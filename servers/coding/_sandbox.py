@@ -116,7 +116,7 @@ class Protections:
             ),
             "user_namespaces": "blocked (seccomp filter on unshare/clone/setns)",
             "grading": (
-                "tests in a process of their own; each submission in its own pid, IPC and mount namespaces"
+                "tests in a process of their own; each submission in its own pid and IPC namespaces and tmpfs"
                 if self.own_uid
                 else "tests in a process of their own; a fresh sandbox per submission"
             ),
@@ -173,7 +173,7 @@ class Sandbox:
             # Not the zygote: it is started from a worker thread, and --die-with-parent
             # (PR_SET_PDEATHSIG) fires when that *thread* exits. It ends when its stdin closes.
             # Root server: the zygote (which runs no user code) gives each submission its own
-            # pid, IPC and mount namespaces, and kills a submission's namespace on a timeout.
+            # pid and IPC namespaces, and kills a submission's pid namespace on a timeout.
             caps = ("CAP_SYS_ADMIN", "CAP_KILL") if program == "zygote" and self.protections.own_uid else ()
             argv = [*self._bwrap(workspace, die_with_parent=program == "worker", caps=caps)]
             if seccomp_fd is not None:
