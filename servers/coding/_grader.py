@@ -183,6 +183,8 @@ def _write_request(directory: Path, request: dict[str, object], uid: int | None,
 
 
 def _remove_request(directory: Path) -> None:
+    if not directory.exists():
+        return  # a zygote of its own (non-root server) was killed and its directory removed with it
     work = directory / "work"
     if os.path.ismount(work):
         unmount(work)  # lazily: what still holds it (nothing, once the answer is in) cannot pin it
