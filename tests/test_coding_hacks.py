@@ -187,3 +187,15 @@ def test_no_signal_on_any_humaneval_canonical_solution() -> None:
         if (signals := detect(task.prompt + (task.canonical_solution or "")))
     }
     assert noisy == {}  # e.g. HumanEval/119 defines a local `check`: ordinary code
+
+
+async def test_without_per_submission_namespaces_every_hack_still_scores_zero() -> None:
+    """What a non-root server gets (no uid of its own, no cgroups, no mounts): a fresh zygote per
+    submission, the two processes sharing a uid; the test process is still out of reach."""
+    import dataclasses
+
+    degraded = Sandbox(QUICK)
+    degraded.protections = dataclasses.replace(degraded.protections, own_uid=False, cgroups=None, workspace_quota=False)
+    assert (await grade(degraded, ADD, GOOD)).reward == 1.0
+    for name, (code, _) in HACKS.items():
+        assert (await grade(degraded, ADD, code)).reward == 0.0, name
