@@ -18,7 +18,7 @@ import pytest
 import mcpgym
 from servers.coding import Limits, Sandbox, Task, _uids
 from servers.coding._grader import _Zygote, grader
-from servers.coding._interpreter import Interpreter, Verdict, grade
+from servers.coding._interpreter import Interpreter, grade
 from servers.coding._workspace import Workspace
 from tests.coding.helpers import QUICK, coding
 
@@ -74,15 +74,13 @@ def forge(verdict: str) -> str:
     return f"import os\nos.write(3, b'{verdict}\\n')\nos._exit(0)\n"
 
 
-async def test_a_forged_partial_verdict_is_a_crash_unless_it_matches_the_servers_own_count() -> None:
+async def test_a_forged_verdict_of_any_kind_earns_nothing_with_or_without_partial_credit() -> None:
     sandbox = Sandbox(QUICK)
-    crashed = Verdict(0.0, "failed: the test run crashed")
-    assert await grade(sandbox, ADD, forge("partial 6579558/538993512")) == crashed  # partial credit is off
-    assert await grade(sandbox, ADD, forge("partial 1/2")) == crashed
-    assert await grade(sandbox, ADD, forge("partial 7/9"), partial=True) == crashed  # ADD's check has 2 asserts
-    assert await grade(sandbox, ADD, forge("partial 1/2"), partial=True) == Verdict(
-        0.5, "failed: 1/2 hidden checks pass"
-    )
+    for partial in (False, True):
+        for line in ("passed", "partial 2/2", "partial 1/2", "partial 6579558/538993512"):
+            verdict = await grade(sandbox, ADD, forge(line), partial=partial)
+            assert verdict.reward == 0.0, (line, partial, verdict)
+            assert "solution_exited" in verdict.signals
 
 
 FORGED_MARKER = r"""

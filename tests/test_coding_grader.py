@@ -128,4 +128,5 @@ async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verd
     for probe, raised in probes.items():
         assert (await grade(sandbox, ADD, probe)).summary == f"failed: the hidden tests raised {raised}"
     forged = "import os\nos.write(3, b'failed hidden_test_text\\n')\nos._exit(0)"
-    assert (await grade(sandbox, ADD, forged)) == Verdict(0.0, "failed: the hidden tests raised Exception")
+    verdict = await grade(sandbox, ADD, forged)
+    assert verdict.reward == 0.0 and "hidden_test_text" not in verdict.summary

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import mcpgym
+from servers.coding._capacity import machine_capacity
 from servers.coding._environment import Coding
 from servers.coding._sandbox import ISOLATIONS, Limits, Sandbox
 from servers.coding._tasks import TaskFileError, humaneval_path, load_tasks
@@ -16,11 +17,14 @@ _DEFAULTS = Limits()
 
 
 def parser() -> argparse.ArgumentParser:
+    capacity = machine_capacity()
     p = argparse.ArgumentParser(
         prog="python -m servers.coding",
         description="Serve the Coding environment (sandboxed Python, HumanEval tasks, test-based rewards) "
         "as an MCP server: stdio by default, --http for streamable HTTP.",
+        epilog=f"--max-episodes defaults to {capacity.episodes} on this machine: {capacity.why}.",
     )
+    p.set_defaults(max_episodes=capacity.episodes)  # the serve flags are added later; this default wins
     p.add_argument(
         "--tasks",
         type=Path,
@@ -99,6 +103,8 @@ def report(sandbox: Sandbox, n_tasks: int) -> None:
         file=sys.stderr,
     )
     print(f"servers.coding: filesystem: {info['filesystem']}", file=sys.stderr)
+    for key in ("memory", "background_processes", "user_namespaces", "grading"):
+        print(f"servers.coding: {key.replace('_', ' ')}: {info[key]}", file=sys.stderr)
     for warning in info["warnings"]:
         print(f"servers.coding: WARNING: {warning}", file=sys.stderr)
 

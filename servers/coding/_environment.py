@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import anyio
+from mcp import types
 from pydantic import Field
 
 import mcpgym
 import mcpgym.rubrics
 from servers.coding import _scratch as scratch
+from servers.coding._cgroups import Group
 from servers.coding._interpreter import Interpreter, grade
 from servers.coding._rubrics import CORRECT_AND_CONCISE
 from servers.coding._sandbox import Sandbox
@@ -62,10 +64,15 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
         self._uid: int | None = None
+        self._group: Group | None = None
+        self.hack_signals: list[str] | None = None  # set by submit: suspected reward hacking (`_hacks`)
 
     def state_info(self) -> dict[str, Any]:
         """Which sandbox protections are active, for `env.state()` (also in the first observation)."""
-        return {"sandbox": self.sandbox.protections.describe()}
+        info: dict[str, Any] = {"sandbox": self.sandbox.protections.describe()}
+        if self.hack_signals is not None:
+            info["hack_signals"] = self.hack_signals
+        return info
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Options: `task_id` picks the task; otherwise one is drawn from the seeded RNG."""
@@ -77,13 +84,16 @@ class Coding(mcpgym.Environment):
                 f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}"
             )
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
+        self.hack_signals = None
         self.task = self.tasks[task_id]
         uid = self._uid = self.sandbox.new_uid()
         limits = self.sandbox.limits
         quota = (limits.workspace_bytes, limits.workspace_files) if self.sandbox.protections.workspace_quota else None
         parent = await anyio.to_thread.run_sync(scratch.directory)  # the first call sweeps: not on the loop
         self._workspace = Workspace(uid, _READ_LIMIT, quota, parent=parent)
-        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid)
+        hierarchy = self.sandbox.protections.cgroups
+        self._group = None if hierarchy is None else Group(hierarchy, limits.episode_memory_bytes)
+        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid, self._group)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 
     def catalog(self) -> list[mcpgym.Task]:
@@ -142,7 +152,9 @@ class Coding(mcpgym.Environment):
 
     @mcpgym.tool
     def list_files(self, path: str = ".") -> str:
-        """List the files under a directory of your workspace, recursively (directories end in /)."""
+        """List the files under a directory of your workspace, recursively, one per line (directories
+        end in /). A name with a control character (a newline, say), a quote, a backslash, ' -> ' or
+        leading/trailing spaces is shown as a JSON string: "notes\\nsolution.py"."""
         try:
             names = self._files().list(path)
         except WorkspaceError as exc:
@@ -156,12 +168,15 @@ class Coding(mcpgym.Environment):
             str | None,
             Field(description="The complete solution source. Omit to submit solution.py from the workspace."),
         ] = None,
-    ) -> str:
+    ) -> types.CallToolResult:
         """Submit your solution: hidden tests run on it in a fresh sandbox. Reward 1.0 if all pass,
         else 0.0. Ends the episode; you can submit once."""
         task = self._current_task()
         if code is None:
-            code, _ = self._files().read("solution.py")
+            try:  # the whole file, never a silently truncated one
+                code = self._files().read_whole("solution.py", self.sandbox.limits.file_size_bytes)
+            except WorkspaceError as exc:
+                raise mcpgym.ToolError(f"{exc}; nothing was submitted (pass the code, or fix solution.py)") from None
         verdict = await grade(self.sandbox, task, code, partial=self.partial_credit)
         # Named facts for a rubric (servers/coding/_rubrics.py); without one, the reward is the verdict's.
         self.signal("tests_passed", verdict.reward)
@@ -170,14 +185,21 @@ class Coding(mcpgym.Environment):
         # Hook for reward-hacking checks: report each one that fires as `hack.<name>` = 1.0 here;
         # the rubrics' `clean` gate then zeroes the episode.
         self.finish(reward=verdict.reward)
-        return verdict.summary
+        self.hack_signals = list(verdict.signals)
+        # structuredContent (and so every recording) names suspected hacks, for monitoring.
+        report = {"verdict": verdict.summary, "reward": verdict.reward, "hack_signals": list(verdict.signals)}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=verdict.summary)], structured_content=report
+        )
 
     async def close(self) -> None:
-        interpreter, workspace, uid = self._interpreter, self._workspace, self._uid
-        self._interpreter = self._workspace = self._uid = None
+        interpreter, workspace, uid, group = self._interpreter, self._workspace, self._uid, self._group
+        self._interpreter = self._workspace = self._uid = self._group = None
         try:
             if interpreter is not None:
                 await interpreter.close()
+            if group is not None:
+                group.remove()  # nothing of the episode is left in it (or what is, is killed now)
             if workspace is not None:
                 await workspace.remove()
         finally:

@@ -30,14 +30,15 @@ import anyio
 import anyio.lowlevel
 
 from servers.coding import _scratch as scratch
+from servers.coding._cgroups import Group
 from servers.coding._process import _children, _signal
-from servers.coding._sandbox import SANDBOX_WORKSPACE, Sandbox
-from servers.coding._workspace import mount_tmpfs, remove_tree
+from servers.coding._sandbox import SANDBOX_WORKSPACE, Limits, Sandbox
+from servers.coding._workspace import make_shared, mount_tmpfs, remove_tree, unmount
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 _GRACE = 5.0  # seconds past the zygote's own timeout before the server gives up on it
 _IDS = itertools.count()
-_REQUEST = "request.json"  # read and removed by the submission's child before any user code runs
+_SOLUTION_KEYS = ("code", "entry_point")  # what the solution's process gets; the rest is the test process's
 
 
 @dataclass
@@ -48,11 +49,13 @@ class _Zygote:
     root: Path  # host directory holding the per-submission directories
     inside: str  # the same directory as seen in the sandbox
     loop: object
+    group: Group | None
     pending: dict[int, anyio.Event] = field(default_factory=dict)
     answers: dict[int, str] = field(default_factory=dict)
     buffer: bytes = b""
     reading: bool = False
     dead: bool = False
+    isolated: bool | None = None  # each submission in its own pid and IPC namespaces
 
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:
@@ -61,16 +64,26 @@ class _Zygote:
             # What submissions write is bounded in total (shared by the zygote's concurrent children).
             limits = sandbox.limits
             mount_tmpfs(root, (limits.workspace_bytes, limits.workspace_files), "mode=0711")
+            make_shared(root)  # each submission's own tmpfs, mounted below later, shows in the sandbox
         root.chmod(0o711)  # children may enter their own directory, never list the others
         argv = sandbox.command(root, None, program="zygote")
+        hierarchy = sandbox.protections.cgroups
+        # All gradings of a sandbox share one memory cgroup (memfd and tmpfs pages counted): room
+        # for one full episode's memory per core; past it the kernel OOM-kills the largest.
+        group = None if hierarchy is None else Group(hierarchy, grading_memory(sandbox.limits))
         process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, env=_ENV, start_new_session=True
+            argv if group is None else group.join_argv(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=root,
+            env=_ENV,
+            start_new_session=True,
         )
         assert process.stdin is not None and process.stdout is not None
         os.set_blocking(process.stdin.fileno(), False)
         os.set_blocking(process.stdout.fileno(), False)
         inside = SANDBOX_WORKSPACE if sandbox.protections.isolation == "bwrap" else str(root)
-        return cls(process, root, inside, loop)
+        return cls(process, root, inside, loop, group)
 
     async def ask(self, request: dict[str, object]) -> str:
         """Send one request and wait for its answer (`crashed` if the zygote dies first)."""
@@ -113,7 +126,9 @@ class _Zygote:
             *lines, self.buffer = self.buffer.split(b"\n")
             for line in lines:
                 ident, _, status = line.decode(errors="replace").partition(" ")
-                if int(ident) in self.pending:  # else its submission was cancelled: nobody waits
+                if ident.startswith("isolated="):  # the zygote's first line: can it isolate each submission?
+                    self.isolated = ident == "isolated=1"
+                elif int(ident) in self.pending:  # else its submission was cancelled: nobody waits
                     self.answers[int(ident)] = status
         finally:
             self.reading = False
@@ -129,12 +144,51 @@ class _Zygote:
                 _signal(child, lambda pid: os.kill(pid, signal.SIGKILL))
             _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
             self.process.wait()
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
         self.dead = True
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.close()
         if not self.reading:  # a reader waits on stdout: it sees EOF (the zygote is dead) and closes it
             self.process.stdout.close()
         remove_tree(self.root)
+
+
+def grading_memory(limits: Limits) -> int:
+    """The memory cgroup limit of a sandbox's grader: one episode's worth per core."""
+    return limits.episode_memory_bytes * max(2, os.cpu_count() or 2)
+
+
+def _write_request(directory: Path, request: dict[str, object], uid: int | None, sandbox: Sandbox) -> None:
+    """`solution.json` and `tests.json` (0400, the zygote's: read and unlinked before any submitted
+    code runs) and `work/`, the solution's only writable directory: its uid's, and a tmpfs of its
+    own (`workspace_bytes`) when the server may mount, so no submission can fill another's space."""
+    directory.chmod(0o711)
+    for name, body in (
+        ("solution.json", {key: request[key] for key in _SOLUTION_KEYS}),
+        ("tests.json", {key: value for key, value in request.items() if key != "code"}),
+    ):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+        with os.fdopen(fd, "w") as file:
+            json.dump(body, file)
+    work = directory / "work"
+    work.mkdir(mode=0o700)
+    owner = uid if uid is not None else os.geteuid()
+    if sandbox.protections.workspace_quota:
+        limits = sandbox.limits
+        mount_tmpfs(work, (limits.workspace_bytes, limits.workspace_files), f"mode=0700,uid={owner},gid={owner}")
+    elif uid is not None:
+        os.chown(work, uid, uid)
+
+
+def _remove_request(directory: Path) -> None:
+    if not directory.exists():
+        return  # a zygote of its own (non-root server) was killed and its directory removed with it
+    work = directory / "work"
+    if os.path.ismount(work):
+        unmount(work)  # lazily: what still holds it (nothing, once the answer is in) cannot pin it
+    remove_tree(directory)
 
 
 class Grader:
@@ -171,13 +225,10 @@ class Grader:
             zygote = await anyio.to_thread.run_sync(_Zygote.start, sandbox, loop)
         directory = Path(tempfile.mkdtemp(dir=zygote.root))
         try:
-            # The submission reaches its child as a file in its private directory, never through
-            # the zygote, so no child forked later can find it in the zygote's memory.
-            body = directory / _REQUEST
-            body.write_text(json.dumps(request))
-            if uid is not None:
-                os.chown(body, uid, uid)
-                os.chown(directory, uid, uid)
+            # The submission reaches its child as files in its private directory, never through
+            # the zygote, so no child forked later can find it in the zygote's memory. The tests
+            # are for the test process alone (read, then unlinked, before the solution starts).
+            _write_request(directory, request, uid, sandbox)
             inside = f"{zygote.inside}/{directory.name}"
             with anyio.move_on_after(sandbox.limits.timeout + _GRACE) as scope:
                 status = await zygote.ask({"uid": uid, "dir": inside})
@@ -189,7 +240,8 @@ class Grader:
             with anyio.CancelScope(shield=True):
                 if not shared:
                     await anyio.to_thread.run_sync(zygote.kill)  # its namespace, so no tree survives
-                remove_tree(directory)  # as deep as the submission made it
+                # As deep as the submission made it; unmounting waits for an RCU grace period: a thread.
+                await anyio.to_thread.run_sync(_remove_request, directory)
 
     async def _current(self, sandbox: Sandbox, loop: object) -> _Zygote:
         """The live zygote of this event loop, (re)started if needed (by one task; the others wait)."""

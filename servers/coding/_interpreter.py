@@ -11,6 +11,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from servers.coding import _hacks as hacks
+from servers.coding._cgroups import Group
 from servers.coding._grader import grader
 from servers.coding._process import Ending, Execution, WorkerProcess
 from servers.coding._sandbox import Sandbox
@@ -30,10 +32,11 @@ class Reply:
 class Interpreter:
     """A persistent sandboxed interpreter working in `workspace` (started on first use)."""
 
-    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None) -> None:
+    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None, group: Group | None = None) -> None:
         self.sandbox = sandbox
         self.workspace = workspace
         self.uid = uid
+        self.group = group  # the episode's memory cgroup, if the machine gives one
         self._worker: WorkerProcess | None = None
         self._restarted = False  # a worker died: tell the agent on the next call
 
@@ -43,7 +46,10 @@ class Interpreter:
             if self._restarted:
                 notice = f"[note: this is a fresh interpreter; {STATE_LOST}]\n"
                 self._restarted = False
-            self._worker = await WorkerProcess.start(self.sandbox, self.workspace, self.uid)
+            started = await WorkerProcess.start(self.sandbox, self.workspace, self.uid, self.group)
+            if isinstance(started, Execution):  # died starting: say what it printed
+                return _reply(started, notice, self.sandbox)
+            self._worker = started
         try:
             execution = await self._worker.execute({"code": code})
         except BaseException:
@@ -51,6 +57,8 @@ class Interpreter:
             raise
         if execution.ending is not Ending.DONE:
             self._restarted = True
+        else:
+            self._worker.sweep()  # the call is over: so is everything it started
         return _reply(execution, notice, self.sandbox)
 
     async def close(self) -> None:
@@ -79,17 +87,23 @@ def _reply(execution: Execution, notice: str, sandbox: Sandbox) -> Reply:
 class Verdict:
     reward: float
     summary: str
+    signals: tuple[str, ...] = ()
+    """Suspected reward hacking (`_hacks.SIGNALS`): static ones from the source, runtime ones from the grader."""
 
 
 async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = False) -> Verdict:
     """Run `code` against the task's hidden tests in a fresh sandboxed process; only the verdict comes back."""
-    request = {"code": code, "tests": task.test, "entry_point": task.entry_point, "partial": partial}
+    request = {"code": code, "tests": task.test, "prompt": task.prompt, "entry_point": task.entry_point}
     checks = count_checks(task.test) if partial else None
-    return _verdict(await grader(sandbox).run(sandbox, request), sandbox, checks)
+    status = await grader(sandbox).run(sandbox, {**request, "partial": partial})
+    status, _, flags = status.partition(" !")
+    verdict = _verdict(status, sandbox, checks)
+    signals = tuple(hacks.detect(code, tuple(flag for flag in flags.split(",") if flag)))
+    return Verdict(verdict.reward, verdict.summary, signals)
 
 
 def count_checks(test: str) -> int:
-    """The top-level asserts of `check` (what partial credit counts), as the zygote counts them."""
+    """The top-level asserts of `check` (what partial credit counts), as the test process counts them."""
     return sum(
         isinstance(stmt, ast.Assert)
         for node in ast.parse(test).body
@@ -99,21 +113,26 @@ def count_checks(test: str) -> int:
 
 
 def _verdict(status: str, sandbox: Sandbox, checks: int | None) -> Verdict:
-    """The reward for a status line. The solution shares the process that writes it, so a
-    `partial k/M` counts only with partial credit on and M the server's own count (else the
-    two numbers would carry bytes of the hidden tests out to the agent)."""
+    """The reward for a status line of the test process (which runs no submitted code). A
+    `partial k/M` still counts only with partial credit on and M the server's own count."""
     if status == "timeout":
         return Verdict(0.0, f"failed: timed out after {sandbox.limits.timeout:g} s")
+    if status == "exited":
+        return Verdict(0.0, "failed: the solution's process ended while the hidden tests ran")
     kind, _, detail = status.partition(" ")
-    if kind == "passed":
+    if kind == "passed" and checks is None:
         return Verdict(1.0, "passed: all hidden tests pass")
-    if kind == "partial":
+    if kind == "partial" and checks is not None:
         passed, total = (int(n) for n in detail.split("/"))
         if total != checks or not 0 <= passed <= total or total == 0:
-            return Verdict(0.0, "failed: the test run crashed")  # forged by the submission: no credit
+            return Verdict(0.0, "failed: the test run crashed")
         return Verdict(
             passed / total, f"{'passed' if passed == total else 'failed'}: {passed}/{total} hidden checks pass"
         )
+    if kind == "partial" or (kind == "passed" and checks):
+        return Verdict(0.0, "failed: the test run crashed")  # a verdict of the other mode: never credited
+    if kind == "passed":  # partial credit on, and a `check` without top-level asserts
+        return Verdict(1.0, "passed: all hidden tests pass")
     if kind == "failed":
         return Verdict(0.0, f"failed: the hidden tests raised {detail}")
     return Verdict(0.0, "failed: the test run crashed")

@@ -17,14 +17,40 @@ from enum import Enum
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import Process
 
+from servers.coding._cgroups import Group
+from servers.coding._confine import seccomp_program
 from servers.coding._sandbox import Sandbox
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
 _STATUS_MAX = 256  # a status line is `ok` or `raised <ExceptionName>`
+READY = b"ready\n"  # after \0: the worker's first line, before any user code
+_START_TIMEOUT = 120.0  # a start-up queued behind many others is slow, not dead
+_STARTING: dict[object, anyio.Semaphore] = {}
+
+
+def _seccomp_pipe() -> int:
+    """A pipe's read end holding the seccomp filter, for `bwrap --seccomp` (it reads to EOF)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, seccomp_program())  # ~130 bytes: under PIPE_BUF, written at once
+    finally:
+        os.close(write)
+    return read
+
+
+def _starting() -> anyio.Semaphore:
+    """Concurrent sandbox start-ups per event loop: a queue, so 1,000 resets do not time out their
+    first calls (each start-up costs ~20 ms of CPU in namespace and interpreter set-up)."""
+    loop = anyio.lowlevel.current_token().native_token
+    if loop not in _STARTING:
+        _STARTING.clear()  # one loop at a time in practice; a closed loop's semaphore is garbage
+        _STARTING[loop] = anyio.Semaphore(max(2, os.cpu_count() or 2))
+    return _STARTING[loop]
 
 
 class Ending(Enum):
@@ -66,24 +92,57 @@ class _Output:
 class WorkerProcess:
     """A live worker. `execute()` one request at a time; `kill()` when done (idempotent)."""
 
-    def __init__(self, process: Process, sandbox: Sandbox) -> None:
+    def __init__(self, process: Process, sandbox: Sandbox, group: Group | None) -> None:
         self.process = process
         self.sandbox = sandbox
+        self.group = group
+        self.baseline: set[int] = set()  # the group's processes before any user code: launcher and worker
         self.killed = False
 
     @classmethod
-    async def start(cls, sandbox: Sandbox, workspace: Path, uid: int | None) -> WorkerProcess:
-        process = await anyio.open_process(
-            sandbox.command(workspace, uid),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=workspace,
-            # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
-            env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
-            start_new_session=True,  # its own process group, so kill() reaches forked children too
-        )
-        return cls(process, sandbox)
+    async def start(
+        cls, sandbox: Sandbox, workspace: Path, uid: int | None, group: Group | None = None
+    ) -> WorkerProcess | Execution:
+        """A worker ready for requests, or what it printed before it died. Start-ups are queued
+        (`_STARTING`): under load the wait is the server's, never charged to a call's limits."""
+        async with _starting():
+            seccomp = _seccomp_pipe() if sandbox.protections.isolation == "bwrap" else None
+            try:
+                argv = sandbox.command(workspace, uid, seccomp_fd=seccomp)
+                process = await anyio.open_process(
+                    group.join_argv(argv) if group is not None else argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=workspace,
+                    # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
+                    env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
+                    start_new_session=True,  # its own process group, so kill() reaches forked children too
+                    pass_fds=() if seccomp is None else (seccomp,),
+                )
+            finally:
+                if seccomp is not None:
+                    os.close(seccomp)
+            worker = cls(process, sandbox, group)
+            failure = await worker._until_ready()
+        if failure is not None:
+            return failure
+        if group is not None:
+            worker.baseline = group.pids()
+        return worker
+
+    async def _until_ready(self) -> Execution | None:
+        output = _Output(self.sandbox.limits.output_bytes)
+        with anyio.move_on_after(_START_TIMEOUT):
+            execution = await self._collect(READY, output)
+            if execution.ending is Ending.DONE:
+                return None
+        await self.kill()
+        return Execution(Ending.DIED, output=bytes(output.kept), exit_reason=await self._exit_reason())
+
+    def sweep(self) -> int:
+        """Kill what the last call left running (background processes, daemons); keep the worker."""
+        return self.group.kill_all_but(self.baseline) if self.group is not None else 0
 
     async def execute(self, request: dict[str, object]) -> Execution:
         try:
@@ -115,7 +174,7 @@ class WorkerProcess:
         return execution
 
     async def _collect(self, token: bytes, output: _Output) -> Execution:
-        marker = b"\0" + token + b" "
+        marker = b"\0" + token + (b"" if token == READY else b" ")
         keep = len(marker) - 1  # a marker split across reads must still be found
         tail = b""
         assert self.process.stdout is not None
@@ -125,6 +184,8 @@ class WorkerProcess:
             found = data.find(marker)
             if found >= 0:
                 output.add(data[:found])
+                if token == READY:
+                    return output.ending(Ending.DONE)
                 return await self._status_line(data[found + len(marker) :], output)
             output.add(data[: max(len(data) - keep, 0)])
             tail = data[max(len(data) - keep, 0) :]

@@ -11,6 +11,7 @@ processes (left by a server that died) is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 
 _BASE, _SPAN = 1_000_000, 1_000_000
 _NEXT = itertools.count()
-_HELD: dict[int, int] = {}  # uid -> the descriptor holding its lock
+_HELD: dict[int, tuple[int, Path]] = {}  # uid -> the descriptor holding its lock, and its path
 
 
 def claim() -> int:
@@ -29,25 +30,41 @@ def claim() -> int:
         uid = _BASE + next(_NEXT) % _SPAN
         if uid in _HELD:
             continue
-        fd = os.open(directory / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        path = directory / str(uid)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)  # another server process holds it
             continue
-        if _runs_processes(uid):
-            os.close(fd)
+        if not _still_linked(fd, path) or _runs_processes(uid):
+            os.close(fd)  # released (and unlinked) while we opened it, or still in use
             continue
-        _HELD[uid] = fd
+        _HELD[uid] = (fd, path)
         return uid
     raise RuntimeError(f"every sandbox uid from {_BASE} to {_BASE + _SPAN - 1} is in use")
 
 
 def release(uid: int) -> None:
     """Give `uid` back (once nothing of it runs any more). Unknown uids are ignored."""
-    fd = _HELD.pop(uid, None)
-    if fd is not None:
+    held = _HELD.pop(uid, None)
+    if held is not None:
+        fd, path = held
+        # Unlinked while still locked, so no lock file is left per uid. Whoever opened the old
+        # file meanwhile finds it unlinked once it has the lock (`_still_linked`) and moves on.
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
         os.close(fd)
+
+
+def _still_linked(fd: int, path: Path) -> bool:
+    """The locked file is the one `path` names now (not one a releaser unlinked meanwhile)."""
+    try:
+        named = path.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _lock_directory() -> Path:

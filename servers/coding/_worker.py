@@ -12,15 +12,16 @@ request is done the worker writes `\\0<token> <status>\\n` to stdout, where user
 Submissions are graded elsewhere, by `_zygote.py`.
 """
 
-from __future__ import annotations
-
 import builtins
 import json
 import os
 import resource
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servers.coding._confine import block_user_namespaces
 
 _MAIN_PID = os.getpid()
 
@@ -46,6 +47,8 @@ def _confine(config: dict[str, Any]) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    if not config.get("seccomp_applied"):  # bwrap installs it when it launches us
+        block_user_namespaces()
     os.chdir(config["cwd"])
     sys.path.insert(0, "")  # like an interactive prompt: modules in the workspace import (-I drops it)
 
@@ -114,6 +117,16 @@ def _leave_init() -> None:
             os._exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N, as bwrap reports
 
 
+def _reap() -> None:
+    """Collect exited children: the server kills what a call left running, and a zombie would
+    still count against RLIMIT_NPROC."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def main(config: dict[str, Any]) -> None:
     if os.getpid() == 1:
         _leave_init()
@@ -125,13 +138,16 @@ def main(config: dict[str, Any]) -> None:
     _confine(config)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     cpu = config["limits"]["cpu_seconds"]
+    os.write(1, b"\0ready\n")  # confined: the server starts the first call's clock now
     for line in requests:
         request = json.loads(line)
+        _reap()  # what the server killed after the last call
         _arm_cpu(cpu)
         status = _run_repl(request["code"], namespace)
         if os.getpid() != _MAIN_PID:
             os._exit(0)  # a process user code forked ran off the end of its code: it is no REPL
         _flush()
+        _reap()
         os.write(1, b"\0" + request["token"].encode() + b" " + status.encode() + b"\n")
 
 

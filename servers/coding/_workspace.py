@@ -14,8 +14,10 @@ import ctypes
 import errno
 import functools
 import itertools
+import json
 import logging
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Generator, Iterator
@@ -29,7 +31,7 @@ logger = logging.getLogger("servers.coding")
 _MAX_LISTED = 1000
 _MAX_DEPTH = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_MS_NOSUID, _MS_NODEV, _MS_SHARED, _MNT_DETACH = 2, 4, 1 << 20, 2
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -96,6 +98,22 @@ class Workspace:
                 os.close(fd)
         return data.decode(errors="replace"), max(size - len(data), 0)
 
+    def read_whole(self, path: str, max_bytes: int) -> str:
+        """The whole text of a file; a file over `max_bytes` is refused, never cut."""
+        *parents, name = _parts(path)
+        with self._directory(parents, create=False) as dir_fd:
+            fd = _open(path, name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd)
+            try:
+                size = _require_regular(path, fd)
+                if size > max_bytes:
+                    raise WorkspaceError(f"{path}: {size} bytes is over the limit of {max_bytes} bytes")
+                data = os.read(fd, max_bytes + 1)
+            finally:
+                os.close(fd)
+        if len(data) > max_bytes:  # grew after the fstat
+            raise WorkspaceError(f"{path}: over the limit of {max_bytes} bytes")
+        return data.decode(errors="replace")
+
     def list(self, path: str = ".") -> builtins.list[str]:
         """Entries under `path`, recursively, directories marked with a trailing `/`."""
         parts = [] if path.strip() in ("", ".", "./") else _parts(path)
@@ -150,6 +168,14 @@ def mount_tmpfs(path: Path, quota: tuple[int, int], options: str) -> None:
 
 def _mount_tmpfs(path: Path, options: str) -> None:
     if _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def make_shared(path: Path) -> None:
+    """Mark the mount at `path` shared: mounts made below it later also appear in sandboxes that
+    bind it (bwrap's copies are its slaves)."""
+    if _LIBC.mount(None, os.fsencode(path), None, _MS_SHARED, None) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), str(path))
 
@@ -276,7 +302,7 @@ def _walk(dir_fd: int, prefix: str) -> Generator[str, None, None]:
                 if fd != dir_fd:
                     os.close(fd)
                 continue
-            name = prefix + entry.name
+            name = prefix + shown(entry.name)
             if entry.is_symlink():
                 yield f"{name} -> (symbolic link, not followed)"
             elif not entry.is_dir(follow_symlinks=False):
@@ -291,6 +317,17 @@ def _walk(dir_fd: int, prefix: str) -> Generator[str, None, None]:
         for fd, _, _ in stack:
             if fd != dir_fd:
                 os.close(fd)
+
+
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f\\\"]+")
+
+
+def shown(name: str) -> str:
+    """A file name as a listing shows it: as it is when that is unambiguous, else as a JSON string
+    (a name holding a newline would otherwise read as two entries, one with ' -> ' as a link)."""
+    if _PLAIN.fullmatch(name) and " -> " not in name and not name.startswith(("[", " ")) and not name.endswith(" "):
+        return name
+    return json.dumps(name)
 
 
 def _entries(fd: int) -> Iterator[os.DirEntry[str]]:

@@ -1,35 +1,29 @@
 """The grader that runs inside the sandbox: a zygote that forks one child per submission.
 
-Layer: sandbox side. Stdlib only, never imported by the server: its source is handed to a
-fresh interpreter (`python -I -S -c SOURCE CONFIG`) inside the same namespaces as a worker.
-Config (JSON): `{"limits": {...}, "cwd": str}`.
+Layer: sandbox side. Stdlib only, never imported by the server: its source (after `_confine.py`
+and `_trial.py`, whose names it uses) is handed to a fresh interpreter (`python -I -S -c SOURCE
+CONFIG`) inside the same namespaces as a worker. Config (JSON): `{"limits": {...}, "cwd": str}`.
 
-The zygote itself runs no user code and never sees task data: a request names only a uid
-and a private directory (created by the server, 0700, owned by that uid) holding the
-submission as `request.json`. A forked child closes every descriptor but its verdict pipe,
-sends output to /dev/null, applies the rlimits, drops to the uid, enters the directory,
-reads and deletes `request.json`, runs prompt+solution+tests and writes a verdict. So a
-child finds nothing of any other submission in the memory it inherits. When the child is
-gone (or its timeout expired), a reaper with the same uid SIGKILLs everything that uid
-still runs (`kill(-1)`, repeated until none is left, so daemons and `setsid()` escapes die
-too) and removes the SysV IPC objects it created. Only then is the verdict answered.
+The zygote itself runs no user code and never sees task data: a request names only a uid and a
+private directory holding the submission's files (see `_trial.py`). With `CAP_SYS_ADMIN` (a root
+server) each child is forked as the init of a new pid namespace: when it exits, the kernel has
+killed and reaped everything the submission started, so the answer follows its `waitpid`, and a
+timeout is one SIGKILL. Without it, as before: a reaper with the submission's uid SIGKILLs what
+that uid still runs (`kill(-1)`, repeated) and removes its SysV IPC objects; without a uid per
+submission the server kills the zygote's whole namespace after its one answer.
 
-Protocol: one JSON request per line on stdin, `{"id": int, "uid": int | null, "dir": str}`;
-one answer per line on stdout, `<id> <status>`, where status is `passed`,
-`failed <BuiltinExceptionName>`, `partial <n>/<m>`, `timeout` or `crashed`. Without a uid
-per submission (`"uid": null`), a zygote gets one request and the server then kills its
-namespace, which is what kills the tree.
+Protocol: first line out `isolated=0|1` (per-submission namespaces or not); then one JSON request
+per line on stdin, `{"id": int, "uid": int | null, "dir": str}`, and one answer per line on stdout,
+`<id> <status>`, where status is `passed`, `failed <BuiltinExceptionName>`, `partial <n>/<m>` or
+`exited` (each optionally followed by ` !signal,...`), `timeout` or `crashed`.
 """
 
-from __future__ import annotations
-
-import ast
 import builtins
 import ctypes
+import gc
 import json
 import math
 import os
-import random
 import re
 import resource
 import select
@@ -37,108 +31,49 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# Imported once here so children do not pay for them (typing alone is ~10 ms with -S).
-# `random` is reseeded in every child; the zygote never runs user code, so nothing else differs.
-for _module in ("bisect", "collections", "functools", "hashlib", "heapq", "itertools", "string", "typing"):
+if TYPE_CHECKING:
+    from servers.coding._confine import CLONE_NEWPID, block_user_namespaces, setns, unshare
+    from servers.coding._trial import VERDICT_FD, drop_to, trial
+
+# Imported once here so children do not pay for them (typing alone is ~10 ms with -S). The
+# zygote never runs user code; `random` is reseeded in every solution process.
+for _module in ("bisect", "collections", "functools", "hashlib", "heapq", "itertools", "random", "string", "typing"):
     __import__(_module)
 
-_VERDICT = re.compile(rb"(passed|failed [A-Za-z_]{1,64}|partial \d{1,9}/\d{1,9})")
-_VERDICT_FD = 3
-_REQUEST = "request.json"
-
-
-def _count_asserts(source: str) -> tuple[ast.Module, list[int]]:
-    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run."""
-    tree = ast.parse(source, "<tests>")
-    total = [0]
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            body: list[ast.stmt] = []
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assert):
-                    total[0] += 1
-                    trial = ast.parse(
-                        "try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1"
-                    ).body[0]
-                    assert isinstance(trial, ast.Try)
-                    trial.body = [stmt]
-                    stmt = trial
-                body.append(stmt)
-            node.body = body
-    return ast.fix_missing_locations(tree), total
-
-
-def _run_graded(request: dict[str, Any]) -> str:
-    """Run a submission against the hidden tests; only a verdict leaves the sandbox."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
-    total = [0]
-    try:
-        tests: Any = request["tests"]
-        if request.get("partial"):
-            tests, total = _count_asserts(tests)
-        exec(compile(request["code"], "<solution>", "exec"), namespace)
-        exec(compile(tests, "<tests>", "exec"), namespace)
-        namespace["check"](namespace[request["entry_point"]])
-    except BaseException as exc:
-        name = type(exc).__name__
-        # Only builtin names leave: a solution cannot smuggle test text out in a class name.
-        return f"failed {name if getattr(builtins, name, None) is type(exc) else 'Exception'}"
-    if total[0]:
-        return f"partial {namespace['__mcpgym_passed__'][0]}/{total[0]}"
-    return "passed"
+_VERDICT = re.compile(rb"(passed|failed [A-Za-z_]{1,64}|partial \d{1,9}/\d{1,9}|exited)( ![a-z_,]{1,200})?")
+_SIGNALS = {"solution_exited", "non_plain_return", "malformed_reply"}
 
 
 def _checked(data: bytes) -> str:
-    """The child's verdict if it is one of the fixed vocabulary (user code shares its process)."""
+    """The test process's verdict if it is one of the fixed vocabulary (defence in depth: the
+    test process runs no submitted code, but a verdict is text that leaves the sandbox)."""
     match = _VERDICT.fullmatch(data.split(b"\n")[0])
     if match is None:
         return "crashed"
-    verdict = match.group().decode()
+    verdict = match.group(1).decode()
     name = verdict.removeprefix("failed ")
     named = getattr(builtins, name, None)
     if name != verdict and not (isinstance(named, type) and issubclass(named, BaseException)):
-        return "failed Exception"  # not a builtin name: it could carry text out
-    return verdict
+        verdict = "failed Exception"  # not a builtin name: it could carry text out
+    signals = sorted(set((match.group(2) or b" !").decode()[2:].split(",")) & _SIGNALS)
+    return verdict + (f" !{','.join(signals)}" if signals else "")
 
 
-def _drop_to(uid: int | None) -> None:
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-
-
-def _child(request: dict[str, Any], verdict_fd: int, limits: dict[str, int]) -> None:
-    """In the forked child: confine, run, answer on the verdict pipe, exit. Never returns."""
-    pid = os.getpid()
+def _child(request: dict[str, Any], verdict_fd: int, limits: dict[str, int], isolated: bool) -> None:
+    """In the forked child: detach from the zygote, then run the submission's trial. Never returns."""
     try:
-        os.setsid()  # its own process group, which the zygote kills on a timeout
+        os.setsid()  # its own process group, which the zygote kills on a timeout (without namespaces)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.dup2(verdict_fd, _VERDICT_FD)
+        os.dup2(verdict_fd, VERDICT_FD)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         # Nothing of the zygote (its request/answer pipes, other children's verdict pipes) stays reachable.
-        os.closerange(_VERDICT_FD + 1, 1 << 16)
-        resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"],) * 2)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"],) * 2)
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"],) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        _drop_to(request["uid"])
-        os.chdir(request["dir"])
-        os.environ["TMPDIR"] = os.environ["HOME"] = request["dir"]
-        with open(_REQUEST, "rb") as body:
-            submission = json.load(body)
-        os.unlink(_REQUEST)
-        random.seed()  # imported by the zygote: every child would otherwise draw the same numbers
-        status = _run_graded(submission)
-        if os.getpid() == pid:  # not a process user code forked that ran off the end of its code
-            os.write(_VERDICT_FD, status.encode() + b"\n")
+        os.closerange(VERDICT_FD + 1, 1 << 16)
+        trial(request, limits, isolated)
     finally:
         os._exit(0)
 
@@ -177,7 +112,7 @@ def _processes_of(uid: int) -> list[int]:
 def _reap(uid: int) -> None:
     """In a forked reaper running as `uid`: kill every process of that uid, drop its IPC objects."""
     try:
-        _drop_to(uid)
+        drop_to(uid)
         me = os.getpid()
         deadline = time.monotonic() + 5
         # kill(-1) reaches every process this uid may signal: exactly its own (daemons and
@@ -215,6 +150,7 @@ class _Job:
     request: dict[str, Any]
     verdict_fd: int
     deadline: float
+    isolated: bool
     verdict: str | None = None
     reaper: int | None = None
     reaped: bool = False
@@ -237,6 +173,22 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select() via the fd
         signal.set_wakeup_fd(wake_w)
         os.chdir(config["cwd"])
+        self.pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.isolated = self._fork_into_namespace()
+        if self.isolated:
+            self._back_to_own_namespace()
+        print(f"isolated={int(self.isolated)}", flush=True)  # the first line the server reads
+
+    def _fork_into_namespace(self) -> bool:
+        """Make the next fork the init of a new pid namespace (CAP_SYS_ADMIN); False if we may not."""
+        try:
+            unshare(CLONE_NEWPID)
+        except OSError:
+            return False
+        return True
+
+    def _back_to_own_namespace(self) -> None:
+        setns(self.pid_namespace, CLONE_NEWPID)  # children after that one: ours again (reapers)
 
     def serve(self) -> None:
         while True:
@@ -268,13 +220,16 @@ class Zygote:
 
     def _start(self, request: dict[str, Any]) -> None:
         verdict_r, verdict_w = os.pipe()
+        isolated = self.isolated and self._fork_into_namespace()
         pid = os.fork()
         if pid == 0:
             os.close(verdict_r)
-            _child(request, verdict_w, self.limits)
+            _child(request, verdict_w, self.limits, isolated)
+        if isolated:
+            self._back_to_own_namespace()
         os.close(verdict_w)
         os.set_blocking(verdict_r, False)
-        self.children[pid] = _Job(request, verdict_r, time.monotonic() + self.limits["timeout"])
+        self.children[pid] = _Job(request, verdict_r, time.monotonic() + self.limits["timeout"], isolated)
 
     def _drain_wakeups(self) -> None:
         try:
@@ -308,7 +263,9 @@ class Zygote:
         if job.verdict is None:  # not timed out
             job.verdict = _checked(data) if status == 0 else "crashed"
         uid = job.request["uid"]
-        if uid is None:
+        if job.isolated:
+            pass  # it was its pid namespace's init: the kernel killed and reaped everything in it
+        elif uid is None:
             _kill_group(pid)  # what it left in its group (the server then kills the namespace)
         elif job.reaper is None and (_processes_of(uid) or _sysv_ipc_of(uid)):
             # Only a uid with something left needs a reaper: nothing of it can appear later.
@@ -336,7 +293,9 @@ class Zygote:
             if job.verdict is None and job.deadline <= now:
                 job.verdict = "timeout"
                 job.deadline = math.inf
-                if job.request["uid"] is None:
+                if job.isolated:
+                    os.kill(pid, signal.SIGKILL)  # the namespace's init: everything in it dies
+                elif job.request["uid"] is None:
                     _kill_group(pid)  # same uid as the zygote; the server then kills the namespace
                 else:
                     self._spawn_reaper(job)
@@ -344,7 +303,14 @@ class Zygote:
 
 def main(config: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    Zygote(config).serve()
+    zygote = Zygote(config)
+    # Inherited by every child (user namespaces stay blocked for all submitted code); the zygote
+    # itself still creates pid namespaces and returns to its own with setns(CLONE_NEWPID).
+    block_user_namespaces()
+    # Everything imported so far is shared with every child copy-on-write: kept out of the
+    # collector's reach, a child's collections do not touch (and so copy) those pages.
+    gc.freeze()
+    zygote.serve()
 
 
 if __name__ == "__main__":

@@ -61,7 +61,10 @@ def _add_serve_options(parser: argparse.ArgumentParser) -> None:
         help="Host header to accept besides loopback (DNS-rebinding protection); repeatable",
     )
     parser.add_argument(
-        "--max-episodes", type=int, default=10_000, help="live episodes before new ones are refused (%(default)s)"
+        "--max-episodes",
+        type=int,
+        default=parser.get_default("max_episodes") or 10_000,  # an environment's parser may set its own
+        help="live episodes before new ones are refused (%(default)s)",
     )
     parser.add_argument(
         "--idle-timeout", type=float, default=900.0, help="seconds before an idle episode is closed (%(default)s)"
