@@ -348,3 +348,25 @@ async def test_a_rubric_scores_partial_credit_length_and_the_hack_gate(task_file
         score.step("submit", {}, result.observation, 1.0, submitted, 1, True, False)
         _, values = await score.finish("GradedCoding", 0, True, False)
         assert (score.total, values["clean"]) == (expected, expected)
+
+
+@pytest.mark.anyio
+async def test_a_hack_signal_from_the_grader_closes_the_rubrics_clean_gate(task_file: Path) -> None:
+    from servers.coding import GradedCoding
+
+    honest = "def add(a, b):\n    return a + b\n"
+    caught = honest + "if False:\n    import os\n    os._exit(0)\n"  # passes the tests, but tries an early exit
+    graded = functools.partial(GradedCoding, tasks=load_tasks(task_file), sandbox=SANDBOX)
+    rewards = {}
+    for name, code in (("honest", honest), ("caught", caught)):
+        async with mcpgym.connect(graded) as env:
+            await env.reset(seed=0)
+            result = await env.call_tool("submit", {"code": code})
+        assert result.observation.structured_content is not None
+        rewards[name] = (
+            result.reward,
+            result.components["clean"],
+            result.observation.structured_content["hack_signals"],
+        )
+    assert rewards["honest"] == (1.0, 1.0, [])
+    assert rewards["caught"] == (0.0, 0.0, ["early_exit"])

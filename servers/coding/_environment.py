@@ -182,8 +182,8 @@ class Coding(mcpgym.Environment):
         self.signal("tests_passed", verdict.reward)
         self.signal("all_passed", 1.0 if verdict.reward == 1.0 else 0.0)
         self.signal("code_chars", len(code))
-        # Hook for reward-hacking checks: report each one that fires as `hack.<name>` = 1.0 here;
-        # the rubrics' `clean` gate then zeroes the episode.
+        for name in verdict.signals:  # suspected reward hacking: the rubrics' `clean` gate zeroes the episode
+            self.signal(f"hack.{name}", 1.0)
         self.finish(reward=verdict.reward)
         self.hack_signals = list(verdict.signals)
         # structuredContent (and so every recording) names suspected hacks, for monitoring.

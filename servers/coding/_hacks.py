@@ -1,11 +1,13 @@
-"""Named signals of suspected reward hacking in a submission, for monitoring (never for reward).
+"""Named signals of suspected reward hacking in a submission, for monitoring.
 
 Layer: pure functions over the submitted source and the grader's runtime signals; no I/O.
 
 The grader already makes the known hack families score 0 (see `_trial.py`); these signals say
 that a submission *tried* one, so an RL run can watch the rate climb. Static signals come from
 the submission's syntax tree; runtime signals from the test process (which the submission
-cannot forge). Each signal is a stable name in `SIGNALS`, with what it means.
+cannot forge). Each signal is a stable name in `SIGNALS`, with what it means. The default reward
+never reads them; `submit` reports each as the rubric signal `hack.<name>`, on which the
+rubrics in `_rubrics.py` (GradedCoding) gate.
 """
 
 from __future__ import annotations
