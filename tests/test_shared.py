@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import mcp
 import pytest
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -136,32 +136,38 @@ async def test_a_bare_sdk_server_works_over_the_lean_path_with_its_sse_answers()
                 assert state_error.value.code == METHOD_NOT_FOUND
 
 
-async def _refusals(env: mcpgym.AsyncEnv) -> list[tuple[int, str]]:
-    """The protocol errors of an unknown tool and of a closed episode."""
-    errors = []
+async def _refusals(env: mcpgym.AsyncEnv) -> list[Any]:
+    """An unknown tool's step, the protocol error of a closed episode, and its final state."""
+    seen: list[Any] = []
     await env.reset(seed=0)
     closed = env.episode_id
-    try:
-        await env.call_tool("no_such_tool", {})
-    except mcpgym.MCPError as exc:
-        errors.append((exc.code, exc.message))
-    await env.close_episode()
+    unknown = await env.call_tool("no_such_tool", {})
+    seen.append((unknown.observation.model_dump(), unknown.reward, unknown.terminated, unknown.info))
+    final = await env.close_episode()
+    assert final is not None
+    seen.append(final.model_dump(exclude={"episode_id"}))
     env.episode_id = closed  # as a caller holding a stale id would
     try:
         await env.call_tool("echo_message", {"message": "hi"})
     except mcpgym.MCPError as exc:
-        errors.append((exc.code, exc.message))
+        seen.append((exc.code, exc.message.replace(str(closed), "<id>"), exc.data))
     env.episode_id = None
-    return errors
+    return seen
 
 
-async def test_the_same_protocol_errors_as_the_sdk_client() -> None:
+async def test_the_same_results_and_protocol_errors_as_the_sdk_client() -> None:
     async with serve_gym(Echo) as (_, url):
         async with mcpgym.connect(url) as env:
             reference = await _refusals(env)
         async with mcpgym.SharedClient(url) as shared, shared.connect() as env:
+            assert shared.lean
             assert await _refusals(env) == reference
-    assert len(reference) == 2 and "Unknown tool" in reference[0][1]
+    assert len(reference) == 3
+    unknown, final, stale = reference
+    assert unknown[0]["is_error"] and "Unknown tool" in unknown[0]["content"][0]["text"]
+    assert unknown[3] == {"step": 1, "unknown_tool": True}  # counted, as in-process
+    assert final["step_count"] == 1
+    assert stale[0] == INVALID_PARAMS and "Unknown episode" in stale[1]
 
 
 def _free_port() -> int:
@@ -170,12 +176,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_no_server_is_an_mcp_error_naming_the_url() -> None:
+async def test_no_server_is_the_sdk_doors_mcp_error_naming_the_url() -> None:
     url = f"http://127.0.0.1:{_free_port()}/mcp"
+    with pytest.raises(mcpgym.MCPError) as reference:
+        async with mcpgym.connect(url):
+            pass
     with pytest.raises(mcpgym.MCPError) as caught:
         async with mcpgym.SharedClient(url):
             pass
-    assert caught.value.code == CONNECTION_CLOSED and url in caught.value.message
+    for error in (reference.value, caught.value):
+        assert error.code == CONNECTION_CLOSED and error.data["url"] == url
+        assert error.message.startswith(f"Cannot reach the environment server {url}")
+    assert "server/discover" in caught.value.message  # the lean path also names the request
 
 
 async def test_a_server_that_dies_mid_episode_is_an_mcp_error_not_a_cancellation() -> None:
@@ -189,8 +201,10 @@ async def test_a_server_that_dies_mid_episode_is_an_mcp_error_not_a_cancellation
                 await env.call_tool("echo_message", {"message": "hi"})
             assert caught.value.code == CONNECTION_CLOSED
             assert url in caught.value.message and "tools/call" in caught.value.message
-            with pytest.raises(mcpgym.MCPError):
-                await env.close_episode()  # closing needs the server too: the same error, no hang
+            assert caught.value.data == {"url": url, "reason": caught.value.data["reason"]}
+            # As on the SDK client's door: the episode ended with its server, which the call
+            # above reported; closing it has nothing left to do (and does not hang).
+            assert await env.close_episode() is None
 
 
 @asynccontextmanager
@@ -202,14 +216,22 @@ async def _answering(status: int, body: str, content_type: str = "text/plain") -
         yield f"{base}/mcp"
 
 
-@pytest.mark.parametrize(("status", "code"), [(500, INTERNAL_ERROR), (404, METHOD_NOT_FOUND), (503, INTERNAL_ERROR)])
-async def test_an_http_error_status_is_an_mcp_error_saying_so(status: int, code: int) -> None:
+@pytest.mark.parametrize("status", [500, 404, 503])
+async def test_an_http_error_status_is_the_sdk_doors_http_error(status: int) -> None:
+    errors = []
     async with _answering(status, "nope") as url:
+        with pytest.raises(mcpgym.MCPError) as reference:
+            async with mcpgym.connect(url, mode="2026-07-28") as env:
+                await env.list_tools()
+        errors.append(reference.value)
         with pytest.raises(mcpgym.MCPError) as caught:
             async with mcpgym.SharedClient(url, mode="2026-07-28") as shared, shared.connect() as env:
                 await env.list_tools()
-    assert caught.value.code == code
-    assert f"HTTP {status}" in caught.value.message and url in caught.value.message
+        errors.append(caught.value)
+    for error in errors:
+        assert error.code == mcpgym.HTTP_ERROR and error.data["status"] == status
+        assert f"HTTP {status}" in error.message and url in error.message and "nope" in error.message
+    assert [(e.code, e.message, e.data) for e in errors[1:]] == [(e.code, e.message, e.data) for e in errors[:1]]
 
 
 async def test_a_non_json_rpc_body_is_a_parse_error_naming_it() -> None:

@@ -40,6 +40,7 @@ def _summary(batch: mcpgym.VectorStep) -> list[Any]:
                 batch.terminated[i],
                 batch.truncated[i],
                 None if error is None else (type(error).__name__, getattr(error, "code", None)),
+                result.info if result is not None else None,
             )
         )
     return rows
@@ -63,11 +64,14 @@ async def test_every_door_gives_the_same_batches() -> None:
             results[kind] = await _episode(envs)
     reference = results["inprocess"]
     _, second, third = reference
-    assert second[0][1:] == (1.0, True, False, None)
-    assert second[1][0] is None and second[1][4] == ("MCPError", -32602)  # its slot only
-    assert second[2][1:] == (0.0, False, False, None)
+    assert second[0][1:] == (1.0, True, False, None, {"step": 1})
+    # An unknown tool is a counted `is_error` step on every door, not a failed slot.
+    assert second[1][0]["is_error"] and "Unknown tool" in second[1][0]["content"][0]["text"]
+    assert second[1][1:] == (0.0, False, False, None, {"step": 1, "unknown_tool": True})
+    assert second[2][1:] == (0.0, False, False, None, {"step": 1})
     assert third[0][0] == ["prompt", "target"]  # slot 0 was reset: its first observation
-    assert third[0][1:] == (0.0, False, False, None)
+    assert third[0][1:4] == (0.0, False, False) and third[0][4] is None
+    assert third[1][4] is None and third[1][5] == {"step": 2}
     assert third[2][0]["content"][0]["text"] == "x"
     for kind in DOORS[1:]:
         assert results[kind] == reference, f"{kind} differs from in-process"

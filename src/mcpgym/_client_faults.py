@@ -16,7 +16,7 @@ that says the status and what to do, instead of the SDK's "Server returned an er
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx2
@@ -25,7 +25,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcpgym._errors import HTTP_ERROR
 
 _JSON = "application/json"
-_MAX_ERROR_BODY = 4096
+MAX_ERROR_BODY = 4096
 """Bytes of a refusal's body kept for the message (a hint, never a page of HTML)."""
 
 _HINTS = {
@@ -54,32 +54,57 @@ class FaultMappingTransport(httpx2.AsyncBaseTransport):
             if response.status_code < 400 and not response.headers.get("content-type", "").startswith(_JSON):
                 return response  # an SSE stream: the SDK resolves a request whose stream breaks
             # Read a one-shot answer here, so a server dying mid-body is mapped too.
-            body = await _read(response, _MAX_ERROR_BODY if response.status_code >= 400 else None)
+            body = await _read(response, MAX_ERROR_BODY if response.status_code >= 400 else None)
             if response.status_code >= 400 and not _is_json_rpc(body):
-                return self._refusal(request, response, body[:_MAX_ERROR_BODY])
+                return self._refusal(request, response, body[:MAX_ERROR_BODY])
             return _replace_body(response, request, body)
         except httpx2.TransportError as exc:
-            return _error(request, CONNECTION_CLOSED, self._lost(exc), {"url": self.url, "reason": _what(exc)})
+            kind: Loss = (
+                "unreachable"
+                if isinstance(exc, httpx2.ConnectError)
+                else "timeout"
+                if isinstance(exc, httpx2.TimeoutException)
+                else "lost"
+            )
+            method = request.headers.get("mcp-method")  # (the 2026-07-28 wire names it on every POST)
+            message, data = lost(self.url, kind, exc, method)
+            return _error(request, CONNECTION_CLOSED, message, data)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def _lost(self, exc: httpx2.TransportError) -> str:
-        if isinstance(exc, httpx2.ConnectError):
-            return f"Cannot reach the environment server {self.url} (is it running?): {_what(exc)}"
-        if isinstance(exc, httpx2.TimeoutException):
-            return f"The environment server {self.url} did not answer in time: {_what(exc)}"
-        return f"Lost the connection to the environment server {self.url} mid-request: {_what(exc)}"
-
     def _refusal(self, request: httpx2.Request, response: httpx2.Response, raw: bytes) -> httpx2.Response:
-        said = _server_message(raw)
-        hint = _HINTS.get(response.status_code)
-        if response.status_code == 404 and not urlsplit(self.url).path.rstrip("/").endswith("/mcp"):
-            hint = f"MCP endpoints usually end in /mcp: try {self.url.rstrip('/')}/mcp"
-        status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-        message = f"{status} from {self.url}" + "".join(f": {part}" for part in (said, hint) if part)
-        data = {"status": response.status_code, "url": self.url, "server_message": said, "hint": hint}
+        message, data = refusal(self.url, response.status_code, response.reason_phrase, raw)
         return _error(request, HTTP_ERROR, message, data, status=response.status_code)
+
+
+Loss = Literal["unreachable", "timeout", "lost"]
+
+
+def lost(url: str, kind: Loss, exc: BaseException, method: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The message and data of a CONNECTION_CLOSED error, alike on every HTTP door (this
+    transport's and the shared client's `HTTPDispatcher`)."""
+    what = _what(exc)
+    where = f"{url} during {method}" if method else url
+    if kind == "unreachable":
+        message = f"Cannot reach the environment server {where} (is it running?): {what}"
+    elif kind == "timeout":
+        message = f"The environment server {where} did not answer in time: {what}"
+    else:
+        message = f"Lost the connection to the environment server {where}{'' if method else ' mid-request'}: {what}"
+    return message, {"url": url, "reason": what}
+
+
+def refusal(url: str, status: int, reason: str | None, raw: bytes) -> tuple[str, dict[str, Any]]:
+    """The message and data of an HTTP_ERROR: a non-2xx answer with no JSON-RPC error in its
+    `raw` body (at most `MAX_ERROR_BODY` bytes), alike on every HTTP door."""
+    said = _server_message(raw[:MAX_ERROR_BODY])
+    hint = _HINTS.get(status)
+    if status == 404 and not urlsplit(url).path.rstrip("/").endswith("/mcp"):
+        hint = f"MCP endpoints usually end in /mcp: try {url.rstrip('/')}/mcp"
+    line = f"HTTP {status} {reason or ''}".rstrip()
+    message = f"{line} from {url}" + "".join(f": {part}" for part in (said, hint) if part)
+    return message, {"status": status, "url": url, "server_message": said, "hint": hint}
 
 
 def _what(exc: BaseException) -> str:

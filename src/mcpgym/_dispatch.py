@@ -2,7 +2,8 @@
 
 Layer: client transport. Below `mcp.client.session.ClientSession` (which keeps the protocol:
 request and result types, version stamps, header rules); above aiohttp's connection pool. It
-imports nothing from mcpgym but the protocol vocabulary.
+imports nothing from mcpgym but the protocol vocabulary and the wording of transport
+faults (`_client_faults`, so both HTTP doors fail alike).
 
 Why it exists (rfcs/0014-lean-client.md): on the 2026-07-28 revision every request is
 self-contained (no session, no standing stream), so the SDK's stream machinery (a task per
@@ -32,9 +33,7 @@ from mcp.shared.dispatcher import CallOptions, OnNotify, OnNotifyIntercept, OnRe
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
-    INTERNAL_ERROR,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     PARSE_ERROR,
     REQUEST_TIMEOUT,
     JSONRPCError,
@@ -47,6 +46,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from mcpgym._client_faults import MAX_ERROR_BODY, Loss, lost, refusal
+from mcpgym._errors import HTTP_ERROR
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY
 
 log = logging.getLogger("mcpgym.client")
@@ -57,11 +58,12 @@ DEFAULT_CONNECTIONS: Final = 256
 
 
 class HTTPStatusError(MCPError):
-    """An HTTP answer without a JSON-RPC error in it (its `status` says which); an `MCPError`
-    with the SDK's code for that status, so callers need not know it came from HTTP."""
+    """An HTTP answer without a JSON-RPC error in it (its `status` says which). A refusal
+    (4xx/5xx) is `HTTP_ERROR` with the message and data the SDK client's door gives
+    (`mcpgym._client_faults.refusal`), so callers need not know which door they are on."""
 
-    def __init__(self, code: int, message: str, status: int) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: int, message: str, status: int, data: Any = None) -> None:
+        super().__init__(code, message, data)
         self.status = status
 
 
@@ -141,21 +143,24 @@ class HTTPDispatcher:
         try:
             with anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext():
                 reply = await self._post(request, headers, opts)
+        except aiohttp.ClientConnectorError as exc:  # (before ClientError: it is one)
+            raise self._lost(method, "unreachable", exc) from exc
         except aiohttp.ClientError as exc:  # (its timeouts too: they are ClientErrors first)
-            raise self._lost(method, exc) from exc
+            raise self._lost(method, "timeout" if isinstance(exc, TimeoutError) else "lost", exc) from exc
         except TimeoutError as exc:  # (before OSError, of which it is one)
             if timeout is None:  # the OS's, not ours
-                raise self._lost(method, exc) from exc
+                raise self._lost(method, "timeout", exc) from exc
             raise MCPError(REQUEST_TIMEOUT, f"{method} to {self.url} timed out after {timeout:g}s") from None
         except OSError as exc:
-            raise self._lost(method, exc) from exc
+            raise self._lost(method, "lost", exc) from exc
         if isinstance(reply, JSONRPCError):
             raise MCPError(reply.error.code, reply.error.message, reply.error.data)
         return reply.result
 
-    def _lost(self, method: str, exc: BaseException) -> MCPError:
-        message = f"Lost the connection to the environment server {self.url} during {method}"
-        return MCPError(CONNECTION_CLOSED, f"{message}: {type(exc).__name__}: {exc}")
+    def _lost(self, method: str, kind: Loss, exc: BaseException) -> MCPError:
+        """CONNECTION_CLOSED, worded and with the data (url, reason) of the SDK client's door."""
+        message, data = lost(self.url, kind, exc, method)
+        return MCPError(CONNECTION_CLOSED, message, data)
 
     async def _post(
         self, request: JSONRPCRequest, headers: dict[str, str], opts: CallOptions
@@ -176,11 +181,14 @@ class HTTPDispatcher:
     async def _refused(self, response: aiohttp.ClientResponse, request: JSONRPCRequest) -> JSONRPCError:
         """A non-2xx answer: the JSON-RPC error in its body, else an error saying what HTTP said."""
         status = f"HTTP {response.status} {response.reason or ''}".rstrip()
-        if response.content_type == "application/json":
+        if response.content_type == "application/json":  # may carry a JSON-RPC error: read it whole
+            body = await response.read()
             with contextlib.suppress(MCPError):
-                reply = _parse(await response.read())
+                reply = _parse(body)
                 if isinstance(reply, JSONRPCError):
                     return reply
+        else:  # only ever a hint for the message
+            body = await response.content.read(MAX_ERROR_BODY + 1)
         if response.status == 202:
             message = f"{self.url} answered {request.method} with 202 Accepted and no result"
             raise HTTPStatusError(INVALID_REQUEST, message, response.status)
@@ -188,9 +196,8 @@ class HTTPDispatcher:
             where = response.headers.get("Location", "?")  # not followed: the SDK only follows within origin
             message = f"{self.url} redirected {request.method} to {where} ({status}): not followed"
             raise HTTPStatusError(INVALID_REQUEST, message, response.status)
-        # The SDK's mappings (404 is how a gateway says it does not know the method).
-        code = METHOD_NOT_FOUND if response.status == 404 else INTERNAL_ERROR
-        raise HTTPStatusError(code, f"{self.url} refused {request.method}: {status}", response.status)
+        message, data = refusal(self.url, response.status, response.reason, body)
+        raise HTTPStatusError(HTTP_ERROR, message, response.status, data)
 
     async def _read_events(
         self, response: aiohttp.ClientResponse, request: JSONRPCRequest, opts: CallOptions

@@ -44,7 +44,7 @@ from mcpgym._protocol import (
     episode_meta,
     split_meta,
 )
-from mcpgym._types import EpisodeState, ToolStep, tool_step, unknown_tool_step
+from mcpgym._types import EpisodeState, ToolStep, tool_step, trusted, unknown_tool_step
 
 MCPTarget = str | StdioServerParameters | Server[Any] | MCPServer
 
@@ -74,6 +74,17 @@ def _unknown_tool(exc: MCPError) -> ToolStep | None:
     stamp = StepMeta.model_validate(data[STEP_KEY])
     components = stamp.components or None
     return unknown_tool_step(exc.message, stamp.done, stamp.truncated, stamp.step, stamp.reward, components)
+
+
+def stepped(result: types.CallToolResult) -> ToolStep:
+    """A `tools/call` result as a step, on every MCP door (this one and the shared client's):
+    our `_meta` stamp read off (reward, flags, components), the tool's own `_meta` kept."""
+    stamp, own_meta = split_meta(result.meta)
+    if result.meta:  # `trusted`: the result was validated on arrival, only its `_meta` changes
+        result = trusted(types.CallToolResult, {**result.__dict__, "meta": own_meta}, result.model_fields_set)
+    if stamp is None:  # not an mcpgym server: a plain tool result, no reward
+        return tool_step(result, 0.0, False, False, 0)
+    return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step, stamp.components or None)
 
 
 class MCPEnv(AsyncEnv):
@@ -181,12 +192,7 @@ class MCPEnv(AsyncEnv):
             if step is None:
                 raise self._lost(exc) from None
             return step
-        stamp, own_meta = split_meta(result.meta)
-        if result.meta:
-            result = result.model_copy(update={"meta": own_meta})
-        if stamp is None:  # not an mcpgym server: a plain tool result, no reward
-            return tool_step(result, 0.0, False, False, 0)
-        return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step, stamp.components or None)
+        return stepped(result)
 
     async def _list_tools(self) -> list[types.Tool]:
         tools: list[types.Tool] = []

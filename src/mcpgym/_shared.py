@@ -32,9 +32,11 @@ from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from mcpgym._connect import Target, connect
 from mcpgym._dispatch import DEFAULT_CONNECTIONS, HTTPDispatcher, HTTPStatusError
 from mcpgym._env import AsyncEnv
-from mcpgym._mcp_env import MCPEnv, _ssl_context
+from mcpgym._mcp_env import MCPEnv, _ssl_context, _unknown_tool, stepped
 from mcpgym._protocol import (
+    EXTENSION_ID,
     CloseRequest,
+    CloseResult,
     EpisodeParams,
     ResetParams,
     ResetRequest,
@@ -42,9 +44,8 @@ from mcpgym._protocol import (
     StateRequest,
     StateResult,
     episode_meta,
-    split_meta,
 )
-from mcpgym._types import EpisodeState, ToolStep, tool_step, trusted
+from mcpgym._types import EpisodeState, ToolStep
 
 
 class LeanHTTPEnv(AsyncEnv):
@@ -78,13 +79,20 @@ class LeanHTTPEnv(AsyncEnv):
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         try:
-            return stepped(await self._send_call(episode_id, name, arguments))
+            try:
+                result = await self._send_call(episode_id, name, arguments)
+            except MCPError as exc:
+                if exc.code != HEADER_MISMATCH:
+                    raise
+                # The spec's recovery (as `mcp.Client.call_tool`): re-list the tools, resend once.
+                await self._list_tools()
+                result = await self._send_call(episode_id, name, arguments)
         except MCPError as exc:
-            if exc.code != HEADER_MISMATCH:
+            step = _unknown_tool(exc)  # a counted `is_error` step, as on every door
+            if step is None:
                 raise
-        # The spec's recovery (as `mcp.Client.call_tool`): re-list the tools, resend once.
-        await self._list_tools()
-        return stepped(await self._send_call(episode_id, name, arguments))
+            return step
+        return stepped(result)
 
     async def _send_call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self._plain:  # someone else's server: the SDK's checks, output schema included
@@ -111,20 +119,18 @@ class LeanHTTPEnv(AsyncEnv):
         request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
         return (await self.session.send_request(request, StateResult)).state
 
-    async def _close(self, episode_id: str) -> None:
-        if not self._plain:
-            request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-            await self.session.send_request(request, types.EmptyResult)
-
-
-def stepped(result: types.CallToolResult) -> ToolStep:
-    """A tool result as a step: our `_meta` stamp read off, the tool's own `_meta` kept."""
-    stamp, own_meta = split_meta(result.meta)
-    if result.meta:
-        result = trusted(types.CallToolResult, {**result.__dict__, "meta": own_meta}, result.model_fields_set)
-    if stamp is None:  # not an mcpgym server: a plain tool result, no reward
-        return tool_step(result, 0.0, False, False, 0)
-    return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step)
+    async def _close(self, episode_id: str) -> EpisodeState | None:
+        if self._plain:
+            return None
+        request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
+        try:
+            return (await self.session.send_request(request, CloseResult)).state
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            # As `MCPEnv._close`: the episode ended with the server, which the call that
+            # noticed has already reported; there is nothing left to close.
+            return None
 
 
 class EpisodeEnv(AsyncEnv):
@@ -156,8 +162,8 @@ class EpisodeEnv(AsyncEnv):
     async def _state(self, episode_id: str) -> EpisodeState:
         return await self.door._state(episode_id)
 
-    async def _close(self, episode_id: str) -> None:
-        await self.door._close(episode_id)
+    async def _close(self, episode_id: str) -> EpisodeState | None:
+        return await self.door._close(episode_id)
 
 
 class SharedClient:
@@ -252,7 +258,10 @@ class SharedClient:
         dispatcher = HTTPDispatcher(url, headers=self.headers, connections=self.connections, ssl_context=_ssl_context())
         await dispatcher.open()
         stack.push_async_callback(dispatcher.aclose)
-        session = ClientSession(dispatcher=dispatcher, read_timeout_seconds=self.read_timeout)
+        # Advertising the Gym extension keeps us on the stateless wire (as `MCPEnv` does): an
+        # mcpgym server sends clients that do not name their episodes to the handshake era.
+        gym: dict[str, dict[str, Any]] = {EXTENSION_ID: {}}
+        session = ClientSession(dispatcher=dispatcher, read_timeout_seconds=self.read_timeout, extensions=gym)
         await stack.enter_async_context(session)
         if not await _negotiate(session, self.mode):
             await stack.aclose()  # handshake era: fall back to one `mcp.Client` per episode

@@ -9,16 +9,18 @@ The contract, written once (Gymnasium's `VectorEnv`, with our step results):
 - `reset(seed, options, mask)` resets every slot (or the slots where `mask` is true) and
   `step(actions)` takes one action per slot; both return a `VectorStep`: per slot the
   `StepResult` (None when the slot failed), reward, terminated, truncated and error.
-- Slots run concurrently. A slot that raises (a protocol error such as an unknown tool, or a
-  lost server) does not fail the batch: its `errors[i]` carries the exception, its reward is
-  0 and both flags are False. Its episode is left as the server left it (a refused call
-  counts no step); `reset(mask=...)` starts it over.
+- Slots run concurrently. A slot that raises (a protocol error such as an unknown or expired
+  episode, or a lost server) does not fail the batch: its `errors[i]` carries the exception,
+  its reward is 0 and both flags are False. Its episode is left as the server left it (a
+  refused call counts no step); `reset(mask=...)` starts it over. A call to an unknown tool
+  is no error: it is the counted `is_error` step every door returns (`info["unknown_tool"]`).
 - `autoreset` is Gymnasium's `AutoresetMode`, by value: `"next_step"` (the default) resets a
   slot on the step after its episode ended, ignoring that step's action and returning the new
   episode's first observation with reward 0 and both flags False; `"same_step"` resets it
   within the ending step, returning the new episode's first result and the ended episode's
   last one in `final[i]`; `"disabled"` never resets (use `reset(mask=...)`).
-- `terminated` is "ended on the task's own terms": `done and not truncated`.
+- `terminated` is the step's own `StepResult.terminated` ("ended on the task's own terms",
+  as the environment stamped it).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class AsyncVectorEnv:
 
 
 def _terminated(result: StepResult[Any] | None) -> bool:
-    return result is not None and result.done and not result.truncated
+    return result is not None and result.terminated
 
 
 def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:

@@ -81,6 +81,8 @@ async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target
         from mcpgym._shared import SharedClient
 
         async with serve_gym(env) as (_, url), SharedClient(url) as shared:
+            if not shared.lean:  # a silent fallback to one client per episode would test the "http" door twice
+                raise RuntimeError(f"SharedClient({url!r}) did not take the lean path")
             yield shared
     else:
         raise ValueError(f"unknown door {kind!r}: one of {', '.join(DOORS)}")
