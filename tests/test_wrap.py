@@ -156,6 +156,43 @@ async def test_the_server_cannot_read_outside_its_workspace(sandboxed: None, tmp
             assert result.is_error and "No such file" in result.text, path
 
 
+@pytest.fixture
+def workspaces_outside_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Workspaces under /var/tmp: the sandbox's private /tmp no longer hides their parent."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="mcpgym-test-", dir="/var/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_workspace_argument_exposes_no_other_episode(sandboxed: None, workspaces_outside_tmp: Path) -> None:
+    # `{workspace}` in the command is a path argument; it must not make its parent (every other
+    # episode's workspace) readable, wherever the workspaces live.
+    Env = wrap([*SERVER, "--root", "{workspace}"], tools=["peek"])
+    async with mcpgym.connect(Env) as env, mcpgym.connect(Env) as other:
+        ws = (await env.reset()).observation["workspace"]
+        other_ws = (await other.reset()).observation["workspace"]
+        assert Path(ws).is_relative_to(workspaces_outside_tmp)  # the premise
+        _write(f"{other_ws}/theirs.txt", "other episode")
+        _write(f"{ws}/mine.txt", "own file")
+        assert (await env.call_tool("peek", {"path": f"{ws}/mine.txt"})).text == "own file"
+        stolen = await env.call_tool("peek", {"path": f"{other_ws}/theirs.txt"})
+        assert stolen.is_error and "other episode" not in stolen.text
+
+
+async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text((HERE / "wrap_server.py").read_text())
+    assert str(script).startswith("/tmp/")  # the premise: the sandbox has a private /tmp
+    Env = wrap([sys.executable, str(script)], tools=["increment"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+
+
 async def test_no_network_unless_the_task_allows_it(sandboxed: None) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -63,6 +64,13 @@ def hang() -> str:
     """Never answer."""
     while True:
         time.sleep(3600)
+
+
+@server.tool()
+def shell(command: str) -> str:
+    """Run a shell command in the workspace (a policy with every power the server has)."""
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout + done.stderr
 
 
 @server.tool()
