@@ -6,6 +6,7 @@ a plain SDK `MCPServer` (tests/wrap_server.py) for state isolation, crashes and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -390,6 +391,49 @@ def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
         verify=Verify(files={"out.txt": FileCheck(contains=["ok", "missing"])}),
     )
     assert verify(partial, ws) == WrapScore(2 / 3, verify(partial, ws).checks)
+
+
+async def test_the_verifier_tests_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wrapped server's processes run on while the checks do: a name that passed a test may be
+    # a link or a FIFO by the time it is read. Simulated here by tests that always pass.
+    from mcpgym._wrap._verify import verify
+
+    task = Task(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("ok")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "out.txt").symlink_to(outside)
+    monkeypatch.setattr(Path, "is_symlink", lambda self: False)
+    assert verify(task, ws).value == 0.0, "a link read as the file"
+    (ws / "out.txt").unlink()
+    os.mkfifo(ws / "out.txt")
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    try:
+        with anyio.fail_after(10):
+            score = await anyio.to_thread.run_sync(verify, task, ws, abandon_on_cancel=True)
+    finally:  # free a reader blocked on the FIFO (so no thread outlives the test)
+        with contextlib.suppress(OSError):
+            os.close(os.open(ws / "out.txt", os.O_WRONLY | os.O_NONBLOCK))
+    assert score.value == 0.0 and "not a regular file" in score.checks[0].detail
+
+
+async def test_the_default_rubric_reads_files_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reading up to 8 MiB per checked file must not stall every other episode of the server.
+    import threading
+
+    from mcpgym._wrap import _rubric
+    from mcpgym._wrap._rubric import WrapContext, default_rubric, evaluate
+
+    threads: list[int] = []
+
+    def spy(task: Task, workspace: Path) -> WrapScore:
+        threads.append(threading.get_ident())
+        return WrapScore(1.0)
+
+    monkeypatch.setattr(_rubric, "verify", spy)
+    await evaluate(default_rubric, WrapContext(Task(id="t", prompt=""), Path("/nonexistent")))
+    assert threads and threads[0] != threading.get_ident()
 
 
 async def test_harness_and_trl_work_over_a_wrapped_server() -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client
 
@@ -51,9 +52,10 @@ class WrapContext:
 Rubric = Callable[[WrapContext], "float | Score | Awaitable[float | Score]"]
 
 
-def default_rubric(ctx: WrapContext) -> Score:
-    """The task's declarative checks over the final workspace."""
-    return verify(ctx.task, ctx.workspace)
+async def default_rubric(ctx: WrapContext) -> Score:
+    """The task's declarative checks over the final workspace (in a worker thread: reading the
+    files must not stall the other episodes this process serves)."""
+    return await anyio.to_thread.run_sync(verify, ctx.task, ctx.workspace)
 
 
 async def evaluate(rubric: Rubric, ctx: WrapContext) -> Score:

@@ -7,11 +7,13 @@ never read outside the workspace, and refuse a file too large to read rather tha
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mcpgym._wrap._tasks import FileCheck, Task
 
@@ -81,20 +83,56 @@ def _file_checks(root: Path, path: str, spec: FileCheck) -> list[Check]:
 
 def read_inside(root: Path, path: str) -> tuple[str | None, str]:
     """The text of the regular file `path` under `root`, or None and why not. No component may
-    be a symlink, so nothing outside `root` is ever read."""
-    target = root
-    for part in Path(path).parts:
-        target = target / part
-        if target.is_symlink():
+    be a symlink, so nothing outside `root` is ever read. Each component is opened relative to
+    the one before it and every test is made on the open file: the wrapped server's processes
+    run on while the checks do, and may swap a name for a link or a FIFO between a test and a
+    read; a FIFO is opened without blocking, then refused."""
+    parts = PurePosixPath(path).parts
+    if any(_is_link(root.joinpath(*parts[: i + 1])) for i in range(len(parts))):
+        return None, f"{path} is (or goes through) a symlink"
+    try:
+        data = _read_regular(root, parts)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
             return None, f"{path} is (or goes through) a symlink"
-    if not target.is_file():
-        return None, f"{path} does not exist or is not a regular file"
-    if target.stat().st_size > MAX_READ:
+        return None, f"{path} does not exist or is not a regular file ({exc.strerror})"
+    if data is None:
+        return None, f"{path} is not a regular file"
+    if len(data) > MAX_READ:
         return None, f"{path} is larger than {MAX_READ} bytes"
     try:
-        return target.read_text(encoding="utf-8"), ""
-    except (OSError, UnicodeDecodeError) as exc:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as exc:
         return None, f"{path} cannot be read as UTF-8 text: {exc}"
+
+
+def _is_link(path: Path) -> bool:
+    return path.is_symlink()  # for a clear message only: the opens below refuse links anyway
+
+
+def _read_regular(root: Path, parts: tuple[str, ...]) -> bytes | None:
+    """The first MAX_READ + 1 bytes of the regular file `root/parts...` (None: not a regular
+    file), never following a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            fd, parent = os.open(part, flags, dir_fd=fd), fd
+            os.close(parent)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_READ:
+            chunk = os.read(fd, MAX_READ + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _listing(root: Path) -> list[str]:
