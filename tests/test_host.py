@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -27,7 +27,7 @@ async def _tracked(exited: anyio.Event) -> AsyncIterator[str]:
 class Holding(mcpgym.Environment):
     """Holds a context per episode; `close()` fails when asked to (options={"fail_close": True})."""
 
-    exits: list[anyio.Event] = []
+    exits: ClassVar[list[anyio.Event]] = []
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         self.fail_close = bool((options or {}).get("fail_close"))
@@ -40,7 +40,7 @@ class Holding(mcpgym.Environment):
         """Nothing."""
         return "ok"
 
-    def close(self) -> None:
+    async def close(self) -> None:
         if self.fail_close:
             raise RuntimeError("close failed on purpose")
 

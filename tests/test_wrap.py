@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import mcpgym
-from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, load_tasks, wrap
+from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, WrapContext, load_tasks, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
 from tests.test_doors import _script
@@ -286,17 +286,56 @@ async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str)
 
 
 async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="could not list the tools"):
+    with pytest.raises(RuntimeError, match=r"wrap_server.py --exit-at-once exited before it answered initialize"):
         wrap([*SERVER, "--exit-at-once"])
     flag = tmp_path / "refuse"
     Env = wrap([*SERVER, "--exit-if-exists", str(flag)], tools=["increment"], isolation="none")
     async with mcpgym.connect(Env) as env:
         flag.touch()  # from now on the server exits as it starts
-        with pytest.raises(mcpgym.MCPError, match="reset raised"):
+        with pytest.raises(mcpgym.MCPError, match=r"reset raised.*exited before it answered initialize"):
             await env.reset()
         flag.unlink()
         await env.reset()  # and the environment still serves episodes
         assert (await env.call_tool("increment")).text == "1"
+
+
+HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
+
+
+def test_bad_commands_and_settings_are_refused_plainly() -> None:
+    with pytest.raises(RuntimeError, match=r"wrap_hostile.py silent did not answer initialize within 1s"):
+        wrap([*HOSTILE, "silent"], start_timeout=1)
+    with pytest.raises(ValueError, match="no program '/nonexistent/mcp-server'"):
+        wrap(["/nonexistent/mcp-server", "{workspace}"])
+    with pytest.raises(ValueError, match="no program 'mcp-server-that-is-not-installed'"):
+        wrap(["mcp-server-that-is-not-installed"])
+    with pytest.raises(ValueError, match="warm must be 0 or more"):
+        wrap(SERVER, warm=-1)
+    with pytest.raises(ValueError, match="max_steps must be 1 or more"):
+        wrap(SERVER, max_steps=0)
+
+
+async def test_a_tool_may_take_longer_than_the_start_timeout() -> None:
+    # The start timeout bounds the handshake; a call is bounded by the call timeout alone.
+    Env = wrap([*HOSTILE, "slow"], start_timeout=2, call_timeout=30)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go", {"seconds": 2.5})
+        assert not step.is_error and step.text == "done"
+
+
+async def test_a_rubric_call_to_a_hanging_server_ends_the_episode() -> None:
+    async def rubric(ctx: WrapContext) -> float:
+        await ctx.call_tool("hang")  # a "read-only check" the server never answers
+        return 1.0
+
+    Env = wrap(SERVER, tools=["increment"], rubric=rubric, call_timeout=0.5, start_timeout=30)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        with anyio.fail_after(10):
+            step = await env.call_tool("increment")
+        assert step.is_error and step.done and "Scoring needed the wrapped server" in step.text
+        assert step.reward == 0.0
 
 
 async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:

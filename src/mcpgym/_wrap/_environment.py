@@ -16,6 +16,7 @@ import contextlib
 import functools
 import logging
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -29,12 +30,12 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._tools import ToolSpec
-from mcpgym._wrap._instance import Instance, Launcher, WarmPool, pooled
+from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox
 from mcpgym._wrap._tasks import Task, load_tasks
@@ -100,7 +101,9 @@ class WrappedEnvironment(Environment):
         self.task = self._pick(options)
         self.instance = await self.hold(await self._instance())
         await anyio.to_thread.run_sync(_place_files, self.instance.workspace, self.task.files)
-        self.context = WrapContext(self.task, self.instance.workspace, client=self.instance.client)
+        self.context = WrapContext(
+            self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
+        )
         self.last_score = None
         return {
             "task_id": self.task.id,
@@ -163,13 +166,19 @@ class WrappedEnvironment(Environment):
         timeout = self.config.launcher.call_timeout
         try:
             with anyio.fail_after(timeout):
-                return await self.instance.client.call_tool(name, arguments)
+                # Its own timeout, not the session's (that one bounds the start-up handshake).
+                return await self.instance.client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except TimeoutError:
             self.finish()
             raise ToolError(
                 f"The wrapped server did not answer {name!r} within {timeout:g}s; the episode ends"
             ) from None
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                self.finish()
+                raise ToolError(
+                    f"The wrapped server did not answer {name!r} within {timeout:g}s; the episode ends"
+                ) from None
             if exc.code == CONNECTION_CLOSED:
                 self.finish()
                 raise ToolError(f"The wrapped server exited during {name!r}; the episode ends") from None
@@ -184,7 +193,12 @@ class WrappedEnvironment(Environment):
 
     async def _score(self) -> Score:
         rubric = self.config.rubric or default_rubric
-        self.last_score = await evaluate(rubric, self.context)
+        try:
+            self.last_score = await evaluate(rubric, self.context)
+        except (TimeoutError, MCPError) as exc:  # the rubric's own call to the wrapped server
+            self.finish()
+            why = exc if isinstance(exc, MCPError) else f"no answer within {self.config.launcher.call_timeout:g}s"
+            raise ToolError(f"Scoring needed the wrapped server, which failed ({why}); the episode ends") from None
         return self.last_score
 
     def state_info(self) -> dict[str, Any]:
@@ -252,6 +266,14 @@ def wrap(
     argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
         raise ValueError("wrap() needs the command that starts the MCP server")
+    if shutil.which(argv[0]) is None:
+        raise ValueError(f"no program {argv[0]!r} to run (not an executable file, nor found on PATH)")
+    if warm < 0:
+        raise ValueError(f"warm must be 0 or more, not {warm}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be 1 or more (or None), not {max_steps}")
+    if not (call_timeout > 0 and start_timeout > 0):
+        raise ValueError("call_timeout and start_timeout must be positive (seconds)")
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
@@ -360,6 +382,8 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
     thread = threading.Thread(target=run, name="mcpgym-wrap-probe")
     thread.start()
     thread.join()
+    if isinstance(outcome[0], WrappedServerError):
+        raise outcome[0]
     if isinstance(outcome[0], BaseException):
         cause = outcome[0]
         raise RuntimeError(f"could not list the tools of {shlex.join(launcher.argv)}: {cause}") from cause

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from pathlib import Path
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._host import Host, Release
 from mcpgym._wrap._sandbox import Sandbox
@@ -55,13 +57,40 @@ class Launcher:
             argv = [arg.replace(WORKSPACE, str(workspace)) for arg in self.argv]
             cmd = self.sandbox.command(argv, workspace, network=network)
             params = StdioServerParameters(command=cmd[0], args=cmd[1:], cwd=str(workspace))
-            # The SDK's read timeout bounds the initialize handshake too: a server that never
-            # answers fails its episode's reset instead of hanging it.
-            async with Client(params, read_timeout_seconds=self.start_timeout) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    # The SDK's read timeout bounds the initialize handshake: a server that never
+                    # answers fails its episode's reset instead of hanging it. (Each tool call
+                    # passes its own timeout.)
+                    client = await stack.enter_async_context(Client(params, read_timeout_seconds=self.start_timeout))
+                except Exception as exc:
+                    raise WrappedServerError(self._why_not_started(exc)) from exc
                 yield Instance(client, workspace, tuple(argv))
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_remove, workspace)
+
+    def _why_not_started(self, exc: BaseException) -> str:
+        leaf = _leaf(exc)
+        code = getattr(leaf, "code", None)
+        if code == REQUEST_TIMEOUT:
+            why = f"did not answer initialize within {self.start_timeout:g}s"
+        elif code == CONNECTION_CLOSED:
+            why = "exited before it answered initialize (its stderr says why)"
+        else:
+            why = f"could not be started: {type(leaf).__name__}: {leaf}"
+        return f"the wrapped server {shlex.join(self.argv)} {why}"
+
+
+class WrappedServerError(RuntimeError):
+    """The wrapped server could not be started (it exited, never answered, or is not a server)."""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception at the bottom of task-group nesting (what actually went wrong)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _remove(path: Path) -> None:

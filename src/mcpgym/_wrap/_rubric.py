@@ -40,13 +40,17 @@ class WrapContext:
     """The episode's workspace on the host (the wrapped server sees the same path)."""
     calls: list[CallRecord] = field(default_factory=list)
     client: Client | None = None
+    call_timeout: float | None = None
+    """Seconds `call_tool` waits for the wrapped server (then TimeoutError)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         """Call a tool of the wrapped server directly (for a read-only check of its final state);
-        never counted as a step, never seen by the agent."""
+        never counted as a step, never seen by the agent. A server that does not answer within
+        the call timeout raises TimeoutError (the episode then ends)."""
         if self.client is None:
             raise RuntimeError("the wrapped server is not running")
-        return await self.client.call_tool(name, arguments or {})
+        with anyio.fail_after(self.call_timeout):
+            return await self.client.call_tool(name, arguments or {}, read_timeout_seconds=self.call_timeout)
 
 
 Rubric = Callable[[WrapContext], "float | Score | Awaitable[float | Score]"]
