@@ -299,6 +299,24 @@ async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> Non
         assert (await env.call_tool("increment")).text == "1"
 
 
+async def test_task_files_are_never_written_through_a_link_the_server_planted(tmp_path: Path) -> None:
+    # The server runs (untrusted) in the workspace before the task's files are placed there.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host file")
+    (tmp_path / "dir").mkdir()
+    tasks = [
+        Task(id="file", prompt="", files={"notes.txt": "seed"}),
+        Task(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
+    ]
+    for task, target in (("file", victim), ("dir", tmp_path / "dir")):
+        name = "notes.txt" if task == "file" else "sub"
+        Env = wrap([*SERVER, "--symlink", name, str(target)], tasks=tasks, tools=["get"])
+        async with mcpgym.connect(Env) as env:
+            with pytest.raises(mcpgym.MCPError, match=f"cannot place the task's file .*{name}.* is a link"):
+                await env.reset(options={"task_id": task})
+    assert victim.read_text() == "host file" and not (tmp_path / "dir" / "notes.txt").exists()
+
+
 HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
 
 

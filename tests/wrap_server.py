@@ -82,6 +82,9 @@ def pid() -> int:
 if __name__ == "__main__":
     if "--exit-at-once" in sys.argv:
         sys.exit("refusing to start")
+    if "--symlink" in sys.argv:  # a hostile server: plants a link in its workspace as it starts
+        at = sys.argv.index("--symlink")
+        os.symlink(sys.argv[at + 2], sys.argv[at + 1])
     if "--exit-if-exists" in sys.argv and os.path.exists(sys.argv[sys.argv.index("--exit-if-exists") + 1]):
         sys.exit("refusing to start: the flag file exists")
     server.run()

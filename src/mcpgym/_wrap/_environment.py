@@ -15,15 +15,17 @@ import atexit
 import contextlib
 import functools
 import logging
+import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, cast
 
 import anyio
@@ -217,10 +219,37 @@ def _remove_empty(path: Path) -> None:
 
 
 def _place_files(workspace: Path, files: dict[str, str]) -> None:
+    """Write the task's files into the workspace, never through a link or into a FIFO: the
+    wrapped server already runs there (untrusted), and a link it made would otherwise turn our
+    write into one anywhere on the host."""
     for path, text in files.items():
-        target = workspace / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        parts = PurePosixPath(path).parts
+        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                fd, parent = _open_at(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, path), fd
+                os.close(parent)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd, parent = _open_at(fd, parts[-1], flags, path, mode=0o644), fd
+            os.close(parent)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RuntimeError(f"cannot place the task's file {path}: the workspace has something else there")
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+
+
+def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
+    try:
+        return os.open(name, flags, mode, dir_fd=fd)
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot place the task's file {path}: {name} in the workspace is a link or not usable ({exc.strerror})"
+        ) from None
 
 
 _PROTOCOL_META = "io.modelcontextprotocol/"
