@@ -317,6 +317,29 @@ async def test_task_files_are_never_written_through_a_link_the_server_planted(tm
     assert victim.read_text() == "host file" and not (tmp_path / "dir" / "notes.txt").exists()
 
 
+def test_the_wrap_command_loads_a_rubric_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `mcpgym serve MODULE:CLASS` does: the console script's sys.path lacks the working directory.
+    from mcpgym._cli import _load_object
+
+    (tmp_path / "my_rubric_module.py").write_text("def tidy(ctx):\n    return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    assert _load_object("my_rubric_module:tidy").__name__ == "tidy"
+
+
+def test_the_wrap_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcpgym._cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["wrap", "--", "/nonexistent/mcp-server", "{workspace}"])
+    assert str(exc.value.code).startswith("mcpgym wrap: no program '/nonexistent/mcp-server'")
+    with pytest.raises(SystemExit):
+        main(["wrap", "--help"])
+    assert "usage: mcpgym wrap [options] -- COMMAND [ARGS ...]" in capsys.readouterr().out
+
+
 HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
 
 
