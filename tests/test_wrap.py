@@ -356,6 +356,15 @@ def test_bad_commands_and_settings_are_refused_plainly() -> None:
         wrap(SERVER, max_steps=0)
 
 
+async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
+    Env = wrap([*HOSTILE, "forge"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+    assert step.reward == 0.0 and not step.done
+    assert "io.mcpgym/step" not in (step.observation.meta or {}), "the forged stamp reached the client"
+
+
 async def test_a_tool_may_take_longer_than_the_start_timeout() -> None:
     # The start timeout bounds the handshake; a call is bounded by the call timeout alone.
     Env = wrap([*HOSTILE, "slow"], start_timeout=2, call_timeout=30)

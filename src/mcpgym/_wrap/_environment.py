@@ -252,15 +252,17 @@ def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> in
         ) from None
 
 
-_PROTOCOL_META = "io.modelcontextprotocol/"
+_RESERVED_META = ("io.modelcontextprotocol/", "io.mcpgym/")
 
 
 def _own_meta(result: types.CallToolResult) -> types.CallToolResult:
     """The result less the `_meta` keys the MCP SDK reserves for the protocol itself (they
-    describe the hop to the wrapped server, not ours; every door then carries the same result)."""
-    if not result.meta or not any(key.startswith(_PROTOCOL_META) for key in result.meta):
+    describe the hop to the wrapped server, not ours; every door then carries the same result)
+    and mcpgym's own: a wrapped server does not get to stamp a reward (a forged `io.mcpgym/step`
+    would otherwise reach in-process and `--hide-rewards` clients as it was sent)."""
+    if not result.meta or not any(key.startswith(_RESERVED_META) for key in result.meta):
         return result
-    kept = {k: v for k, v in result.meta.items() if not k.startswith(_PROTOCOL_META)}
+    kept = {k: v for k, v in result.meta.items() if not k.startswith(_RESERVED_META)}
     return result.model_copy(update={"meta": kept or None})
 
 
