@@ -194,6 +194,18 @@ async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None
         assert (await env.call_tool("increment")).text == "1"
 
 
+async def test_host_secrets_under_etc_are_hidden(sandboxed: None) -> None:
+    # The server sees /etc (it needs the libraries' configuration); when the host runs it as root
+    # it owns /etc/shadow even inside its user namespace.
+    # (Run as root, as CI and the set-up are, this fails without the cover; otherwise it holds.)
+    Env = wrap(SERVER, tools=["peek"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        shadow = await env.call_tool("peek", {"path": "/etc/shadow"})
+        assert "root:" not in shadow.text
+        assert (await env.call_tool("peek", {"path": "/etc/passwd"})).text.startswith("root:")
+
+
 async def test_no_network_unless_the_task_allows_it(sandboxed: None) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -31,6 +31,9 @@ from typing import Any, Literal
 Isolation = Literal["auto", "bwrap", "none"]
 
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh")
+"""Host secrets under /etc that a server reads whenever the host runs it as root (it then owns
+them, user namespace or not): each is covered with an empty file or directory."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,11 @@ class Sandbox:
         cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for path in _SYSTEM:
             cmd += ["--ro-bind-try", path, path]
+        for path in _SECRETS:
+            if os.path.isdir(path):
+                cmd += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.lexists(path):
+                cmd += ["--ro-bind", "/dev/null", path]
         for path in sorted(set(self.read_only) | program_paths(argv, exclude=workspace)):
             cmd += ["--ro-bind-try", path, path]
         # Then an empty directory over the parent of every episode's workspace (a program
