@@ -377,6 +377,25 @@ async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
     assert "io.mcpgym/step" not in (step.observation.meta or {}), "the forged stamp reached the client"
 
 
+async def test_a_refused_last_call_still_earns_the_final_state() -> None:
+    # SDKs answer invalid arguments with a JSON-RPC error: that call is a step all the same, and
+    # when it is the last one the limit allows, the state the episode ends in is what it earns.
+    task = Task(
+        id="half",
+        prompt="",
+        partial=True,
+        files={"a.txt": "x"},
+        verify=Verify(files={"a.txt": FileCheck(equals="x"), "b.txt": FileCheck()}),
+    )
+    Env = wrap([*HOSTILE, "refuse"], tasks=[task], max_steps=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+        assert step.is_error and "refused 'go'" in step.text
+        assert step.truncated and step.reward == pytest.approx(2 / 3)
+        assert (await env.state()).info["score"] == pytest.approx(2 / 3)
+
+
 async def test_a_tool_may_take_longer_than_the_start_timeout() -> None:
     # The start timeout bounds the handshake; a call is bounded by the call timeout alone.
     Env = wrap([*HOSTILE, "slow"], start_timeout=2, call_timeout=30)

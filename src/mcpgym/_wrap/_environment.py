@@ -97,6 +97,8 @@ class WrappedEnvironment(Environment):
     instance: Instance
     context: WrapContext
     last_score: Score | None = None
+    calls_made = 0
+    """Tool calls this episode (refused ones too: each is a step toward the limit)."""
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         config = self.config
@@ -107,6 +109,7 @@ class WrappedEnvironment(Environment):
             self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
         )
         self.last_score = None
+        self.calls_made = 0
         return {
             "task_id": self.task.id,
             "prompt": self.task.prompt,
@@ -152,7 +155,16 @@ class WrappedEnvironment(Environment):
             score = await self._score()
             self.finish(reward=score.value)
             return _text(f"Finished: score {score.value:g}.")
-        result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
+        self.calls_made += 1
+        try:
+            result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
+        except _Refused as refused:
+            # A refusal is a step of the trajectory too: a trajectory rubric counts it, and on
+            # the last step the limit allows the final state is scored as after any step.
+            self.context.calls.append(CallRecord(tool_name, arguments, _text(str(refused), error=True)))
+            if self.config.finish_tool is None and self._scored:
+                await self._settle()
+            raise
         self.context.calls.append(CallRecord(tool_name, arguments, result))
         if self.config.finish_tool is None and self._scored:
             await self._settle()
@@ -184,13 +196,13 @@ class WrappedEnvironment(Environment):
             if exc.code == CONNECTION_CLOSED:
                 self.finish()
                 raise ToolError(f"The wrapped server exited during {name!r}; the episode ends") from None
-            raise ToolError(f"The wrapped server refused {name!r}: {exc}") from None
+            raise _Refused(f"The wrapped server refused {name!r}: {exc}") from None
 
     async def _settle(self) -> None:
         score = await self._score()
         if score.solved:
             self.finish(reward=score.value)
-        elif self.max_steps is not None and len(self.context.calls) >= self.max_steps:
+        elif self.max_steps is not None and self.calls_made >= self.max_steps:
             self.reward(score.value)  # the last step the limit allows: what the final state earned
 
     async def _score(self) -> Score:
@@ -211,6 +223,10 @@ class WrappedEnvironment(Environment):
             info["score"] = self.last_score.value
             info["checks"] = [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.last_score.checks]
         return info
+
+
+class _Refused(ToolError):
+    """The wrapped server answered a call with an error (the episode goes on)."""
 
 
 def _remove_empty(path: Path) -> None:
@@ -266,8 +282,8 @@ def _own_meta(result: types.CallToolResult) -> types.CallToolResult:
     return result.model_copy(update={"meta": kept or None})
 
 
-def _text(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
 def wrap(
