@@ -442,6 +442,25 @@ async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
     # (the marker fixture then checks that no instance, taken or waiting, outlived the client)
 
 
+async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: str) -> None:
+    import signal
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment", "pid"], warm=1, isolation="none")
+    async with mcpgym.connect(Env) as env:
+        await env.reset()  # starts the pool; this reset spawns its own instance
+        own = int((await env.call_tool("pid")).text)
+        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        waiting = [p for p in _processes_with(marker) if p != own]
+        assert len(waiting) == 1  # the premise: the pool's instance, waiting
+        os.kill(waiting[0], signal.SIGKILL)
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+        assert pool.dead == 1 and pool.hits == 0
+
+
 @pytest.mark.parametrize("kind", DOORS)
 async def test_every_door_gives_the_same_wrapped_episode(kind: str) -> None:
     script: list[tuple[str, dict[str, Any]]] = [

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._host import Host, Release
@@ -117,6 +117,8 @@ class WarmPool:
         """Instances the pool has started."""
         self.hits = 0
         """Resets served by an instance that was already running."""
+        self.dead = 0
+        """Waiting instances found dead when a reset came for them (then passed over)."""
 
     @property
     def ready(self) -> int:
@@ -146,16 +148,18 @@ class WarmPool:
 
     async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
         assert self._host is not None and self._ready is not None
-        if not network:
+        while not network:
             try:
                 ready = self._ready.receive_nowait()
             except anyio.WouldBlock:
-                pass
-            else:
-                self._free.release()
+                break
+            self._free.release()
+            self._notify()
+            if await _alive(ready[0]):
                 self.hits += 1
-                self._notify()
                 return ready
+            self.dead += 1
+            await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
         return await self._host.enter(self.launcher.start(network=network))
 
     async def _fill(self) -> None:
@@ -175,6 +179,25 @@ class WarmPool:
             self.spawned += 1
             self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
             self._notify()
+
+
+_PING_TIMEOUT = 5.0
+"""Seconds a waiting instance has to answer the request that shows it is still alive."""
+
+
+async def _alive(instance: Instance) -> bool:
+    """One round trip, so no reset gets a server that died while it waited. `tools/list`, which
+    every wrapped server answers (`ping` is gone from the 2026-07-28 protocol); any answer,
+    even an error, shows it alive."""
+    with anyio.move_on_after(_PING_TIMEOUT):
+        try:
+            await instance.client.list_tools()
+        except MCPError as exc:
+            return exc.code != CONNECTION_CLOSED
+        except Exception:
+            return False
+        return True
+    return False
 
 
 def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:
