@@ -35,6 +35,7 @@ class Host:
         self._idle = anyio.Event()
         self._idle.set()
         self._closing = False
+        self._entering: dict[anyio.Event, anyio.CancelScope] = {}
         self.state: dict[Any, Any] = {}
         """Shared by every episode this host serves (keyed by whoever stores there)."""
 
@@ -52,13 +53,22 @@ class Host:
         if self._idle.is_set():
             self._idle = anyio.Event()
 
+        entering = anyio.CancelScope()
+        self._entering[release] = entering
+
         async def hold(*, task_status: TaskStatus[T]) -> None:
             entered = False
             try:
-                async with cm as value:
-                    task_status.started(value)
-                    entered = True
-                    await release.wait()
+                # aclose() cancels this scope while `cm` is still being entered (a shutdown does
+                # not wait for a slow start), never after: then `cm` exits as it would anyway.
+                with entering:
+                    async with cm as value:
+                        self._entering.pop(release, None)
+                        task_status.started(value)
+                        entered = True
+                        await release.wait()
+                if entering.cancelled_caught and not entered:
+                    raise RuntimeError("the host closed while this was being started")
             except Exception:
                 if not entered:
                     raise  # start() raises it to the caller; the host's task group is untouched
@@ -67,7 +77,7 @@ class Host:
                 self._forget(release)
 
         try:
-            value: T = await self._tg.start(hold)
+            held: T = await self._tg.start(hold)
         except BaseException:
             self._forget(release)  # never started (e.g. the task group is gone)
             raise
@@ -75,18 +85,21 @@ class Host:
         async def close() -> None:
             release.set()
 
-        return value, close
+        return held, close
 
     def _forget(self, release: anyio.Event) -> None:
+        self._entering.pop(release, None)
         self._held.discard(release)
         if not self._held:
             self._idle.set()
 
     async def aclose(self) -> None:
-        """Exit everything still held, and wait until it has (even when cancelled); from now on
-        `enter()` refuses."""
+        """Exit everything still held, and wait until it has (even when cancelled); what is still
+        being entered is cancelled (its `enter()` raises). From now on `enter()` refuses."""
         self._closing = True
         with anyio.CancelScope(shield=True):
             for release in list(self._held):
                 release.set()
+            for entering in list(self._entering.values()):
+                entering.cancel()
             await self._idle.wait()
