@@ -557,6 +557,36 @@ async def test_the_verifier_tests_what_it_reads(tmp_path: Path, monkeypatch: pyt
     assert score.value == 0.0 and "not a regular file" in score.checks[0].detail
 
 
+def test_what_the_verifier_cannot_read_never_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run by a non-root user, a server can make a directory unreadable (chmod 000): the files in
+    # it must not vanish from the checks. Simulated by lookups that are refused, as root is never.
+    from mcpgym._wrap._verify import verify
+
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "secret.txt").write_text("still here")
+    (ws / "keep.md").write_text("ok")
+    real_lstat, real_scandir = os.lstat, os.scandir
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).startswith(str(ws / "d") + "/"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    def scandir(path: Any = ".") -> Any:
+        if str(path) == str(ws / "d"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "scandir", scandir)
+    gone = Task(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
+    assert verify(gone, ws).value == 0.0
+    only = Task(id="o", prompt="", verify=Verify(only=["*.md"]))
+    score = verify(only, ws)
+    assert score.value == 0.0 and "cannot list" in score.checks[0].detail
+
+
 async def test_the_default_rubric_reads_files_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     # Reading up to 8 MiB per checked file must not stall every other episode of the server.
     import threading

@@ -52,11 +52,16 @@ def verify(task: Task, workspace: Path) -> Score:
     for path, spec in task.verify.files.items():
         checks.extend(_file_checks(root, path, spec))
     for path in task.verify.absent:
-        target = root / path
-        checks.append(Check(f"absent {path}", not os.path.lexists(target)))
+        checks.append(_absent(root, path))
     if task.verify.only is not None:
-        extra = [p for p in _listing(root) if not any(fnmatch.fnmatch(p, g) for g in task.verify.only)]
-        checks.append(Check("no other files", not extra, f"unexpected: {', '.join(extra[:5])}" if extra else ""))
+        try:
+            listing = _listing(root)
+        except OSError as exc:  # a directory the checks cannot read may hide anything
+            checks.append(Check("no other files", False, f"cannot list {exc.filename}: {exc.strerror}"))
+        else:
+            extra = [p for p in listing if not any(fnmatch.fnmatch(p, g) for g in task.verify.only)]
+            detail = f"unexpected: {', '.join(extra[:5])}" if extra else ""
+            checks.append(Check("no other files", not extra, detail))
     if not checks:
         return Score(0.0, [Check("task has checks", False, "the task's verify section is empty")])
     passed = sum(c.passed for c in checks)
@@ -135,9 +140,27 @@ def _read_regular(root: Path, parts: tuple[str, ...]) -> bytes | None:
         os.close(fd)
 
 
+def _absent(root: Path, path: str) -> Check:
+    """Absent only when the lookup says so: a path the checks cannot look up (a directory made
+    unsearchable, say) is not thereby gone."""
+    try:
+        os.lstat(root / path)
+    except (FileNotFoundError, NotADirectoryError):
+        return Check(f"absent {path}", True)
+    except OSError as exc:
+        return Check(f"absent {path}", False, f"cannot tell: {exc.strerror}")
+    return Check(f"absent {path}", False)
+
+
 def _listing(root: Path) -> list[str]:
+    """Every file under `root` (links included, never followed); raises OSError when a
+    directory cannot be read rather than leave out what it holds."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):  # os.walk never follows symlinked dirs
+
+    def fail(exc: OSError) -> None:
+        raise exc
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=fail):  # os.walk never follows symlinked dirs
         rel = Path(dirpath).relative_to(root)
         found.extend(str(rel / name) if rel.parts else name for name in filenames)
         found.extend(str(rel / name) for name in dirnames if (Path(dirpath) / name).is_symlink())
