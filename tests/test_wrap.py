@@ -287,6 +287,18 @@ async def test_a_crashing_server_ends_only_its_episode(marker: str) -> None:
         assert (await doomed.call_tool("increment")).text == "1"
 
 
+async def test_a_daemon_the_server_starts_dies_with_its_episode(sandboxed: None, marker: str) -> None:
+    # A new session, stdio detached, reparented: only the pid namespace still holds it. (Every
+    # process forked for the command has the marker in its command line from the fork on.)
+    Env = wrap(SERVER, tools=["shell"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        daemon = f"setsid sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 </dev/null &"
+        await env.call_tool("shell", {"command": daemon})
+        assert _processes_with(marker), "the premise: the daemon is running"
+    # (the marker fixture then checks that it is gone)
+
+
 async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str) -> None:
     Env = wrap([*SERVER, "--marker", marker], tools=["hang", "increment"], call_timeout=0.5)
     async with mcpgym.connect(Env) as hung, mcpgym.connect(Env) as fine:
