@@ -473,6 +473,39 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
         assert pool.dead == 1 and pool.hits == 0
 
 
+async def test_a_client_leaving_does_not_stop_another_clients_server() -> None:
+    # Each in-memory client runs its own server lifespan: an episode lives in its own client's.
+    gym = mcpgym.GymServer(WrappedCounter)
+    async with mcpgym.connect(gym) as first:
+        async with mcpgym.connect(gym) as second:
+            await first.reset()
+            await second.reset()
+            assert (await first.call_tool("increment")).text == "1"
+        step = await first.call_tool("increment")
+        assert not step.is_error and step.text == "2"
+
+
+async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) -> None:
+    from tests.conftest import serve_gym
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment"], warm=2)
+    texts: list[str] = []
+
+    async def churn(url: str) -> None:
+        async with mcpgym.connect(url) as env:
+            for _ in range(3):
+                await env.reset()
+                texts.append((await env.call_tool("increment")).text)
+
+    async with serve_gym(Env) as (_, url):
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(churn, url)
+    assert texts == ["1"] * 12  # every episode had a fresh server of its own
+    # (the marker fixture then checks that nothing outlived the server)
+
+
 @pytest.mark.parametrize("kind", DOORS)
 async def test_every_door_gives_the_same_wrapped_episode(kind: str) -> None:
     script: list[tuple[str, dict[str, Any]]] = [

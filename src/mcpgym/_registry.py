@@ -57,7 +57,8 @@ class EpisodeRegistry:
         self._episodes: dict[str, Episode] = {}
         self._high_water = 0
         self.hosts: list[Host] = []
-        """The hosts serving this registry (one per entered server lifespan); new episodes use the latest."""
+        """The hosts serving this registry (one per entered server lifespan); an episode uses its
+        caller's (a connection's lifespan ends with that connection), else the latest."""
 
     def __len__(self) -> int:
         return len(self._episodes)
@@ -70,9 +71,11 @@ class EpisodeRegistry:
         previous: str | None = None,
         *,
         owner: str | None = None,
+        host: Host | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
-        episode to a transport session so no other session can drive it."""
+        episode to a transport session so no other session can drive it; `host`: the caller's
+        (its connection's lifespan), else the latest."""
         # Claim the id before any await: concurrent resets of one id then each replace the
         # instance before them, and every instance they made is closed.
         replaced = self._episodes.get(episode_id)
@@ -81,7 +84,7 @@ class EpisodeRegistry:
         self._episodes.pop(episode_id, None)
         retired = [replaced]
         try:
-            episode = self._admit(episode_id, owner=owner)
+            episode = self._admit(episode_id, owner=owner, host=host)
         finally:
             if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
                 retired.append(self._episodes.pop(previous))
@@ -108,9 +111,9 @@ class EpisodeRegistry:
             raise unknown_episode()
         return episode
 
-    async def open_implicit(self) -> Episode:
+    async def open_implicit(self, host: Host | None = None) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent)."""
-        episode = self._admit(new_episode_id(), implicit=True)
+        episode = self._admit(new_episode_id(), implicit=True, host=host)
         try:
             await episode.start(None, None)
         except BaseException:
@@ -164,7 +167,9 @@ class EpisodeRegistry:
             await anyio.sleep(period)
             await self.expire_idle()
 
-    def _admit(self, episode_id: str, *, implicit: bool = False, owner: str | None = None) -> Episode:
+    def _admit(
+        self, episode_id: str, *, implicit: bool = False, owner: str | None = None, host: Host | None = None
+    ) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
@@ -178,7 +183,7 @@ class EpisodeRegistry:
             recorder=self.recorder,
             implicit=implicit,
             call_timeout=self.call_timeout,
-            host=self.hosts[-1] if self.hosts else None,
+            host=host or (self.hosts[-1] if self.hosts else None),
         )
         episode.owner = owner
         self._episodes[episode_id] = episode

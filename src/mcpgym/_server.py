@@ -46,6 +46,19 @@ from mcpgym._recording import Recorder
 from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
+
+_HOST = "mcpgym.host"
+"""The lifespan state key of the `Host` that serves a connection's episodes."""
+
+
+def _host_of(ctx: Ctx) -> Host | None:
+    """The host of the lifespan serving this request (each in-memory client runs its own, and
+    its episodes must not be hosted by another client's, which may end first)."""
+    state = getattr(ctx, "lifespan_context", None)
+    host = state.get(_HOST) if isinstance(state, dict) else None
+    return host if isinstance(host, Host) else None
+
+
 _IMPLICIT = "mcpgym.implicit-episode"
 
 
@@ -69,7 +82,9 @@ class GymExtension(Extension):
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
-        result = await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
+        result = await self.registry.reset(
+            episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
+        )
         if owner is not None:
             # Bound to an HTTP session that nobody else may use: it ends with that session.
             connection_of(ctx).exit_stack.push_async_callback(self.registry.close, episode_id, owner)
@@ -142,7 +157,7 @@ class GymServer:
             self.registry.hosts.append(host)
             self._lifespans += 1
             try:
-                yield {}
+                yield {_HOST: host}  # requests of this lifespan's connection find their host here
             finally:
                 self._lifespans -= 1
                 if not self._lifespans:
@@ -187,7 +202,7 @@ class GymServer:
         async with lock:
             episode: Episode | None = state.get(_IMPLICIT)
             if episode is None or episode.closed:
-                episode = await self.registry.open_implicit()
+                episode = await self.registry.open_implicit(_host_of(ctx))
                 state[_IMPLICIT] = episode
                 if cleanup is not None:
                     cleanup.push_async_callback(self.registry.close, episode.id)
