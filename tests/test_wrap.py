@@ -546,6 +546,8 @@ def test_task_files_are_validated_with_line_numbers(tmp_path: Path) -> None:
     path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
     with pytest.raises(TaskFileError, match="appears twice"):
         load_tasks(path)
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode() + b"\r\n")  # as some editors save it
+    assert [t.id for t in load_tasks(path)] == ["t"]
 
 
 def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
