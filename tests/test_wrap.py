@@ -96,6 +96,31 @@ async def test_a_wrong_policy_earns_nothing(fs_env: Any, task_id: str) -> None:
         assert ws["task_id"] == task_id
 
 
+async def test_the_example_tasks_pay_nothing_for_near_misses() -> None:
+    # What a policy under pressure tries first: every word on one line; a copy under the new name
+    # with the original moved aside rather than renamed.
+    Env = wrap([str(FILESYSTEM), "{workspace}"], tasks=HERE.parent / "examples" / "wrap_filesystem" / "tasks.jsonl")
+    hacks: dict[str, list[tuple[str, dict[str, str]]]] = {
+        "todo": [("write_file", {"path": "notes/todo.md", "content": "milk eggs bread"})],
+        "rename-txt": [
+            ("write_file", {"path": "a.md", "content": "alpha\n"}),
+            ("write_file", {"path": "docs/b.md", "content": "beta\n"}),
+            ("move_file", {"source": "a.txt", "destination": "a.old"}),
+            ("move_file", {"source": "docs/b.txt", "destination": "docs/b.old"}),
+        ],
+    }
+    async with mcpgym.connect(Env) as env:
+        for task_id, calls in hacks.items():
+            ws = (await env.reset(options={"task_id": task_id})).observation["workspace"]
+            if task_id == "todo":
+                await env.call_tool("create_directory", {"path": f"{ws}/notes"})
+            for tool, args in calls:
+                step = await env.call_tool(tool, {k: f"{ws}/{v}" if k != "content" else v for k, v in args.items()})
+                assert not step.is_error, step.text  # the premise: each hack step did what it meant to
+            state = await env.state()
+            assert state.info["score"] == 0.0 and not state.done, task_id
+
+
 async def test_tools_and_results_pass_through_unchanged(fs_env: Any) -> None:
     from mcp import Client, StdioServerParameters
 
