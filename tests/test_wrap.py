@@ -433,6 +433,18 @@ async def test_a_refused_last_call_still_earns_the_final_state() -> None:
         assert (await env.state()).info["score"] == pytest.approx(2 / 3)
 
 
+async def test_a_malformed_result_is_said_plainly_and_the_episode_goes_on() -> None:
+    Env = wrap([*HOSTILE, "malformed"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+        assert step.is_error and not step.done
+        assert (
+            step.text
+            == "The wrapped server's answer to 'go' is not a valid tool result (content: Input should be a valid list)"
+        )
+
+
 async def test_a_tool_may_take_longer_than_the_start_timeout() -> None:
     # The start timeout bounds the handshake; a call is bounded by the call timeout alone.
     Env = wrap([*HOSTILE, "slow"], start_timeout=2, call_timeout=30)

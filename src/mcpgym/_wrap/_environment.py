@@ -33,6 +33,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
@@ -197,6 +198,12 @@ class WrappedEnvironment(Environment):
                 self.finish()
                 raise ToolError(f"The wrapped server exited during {name!r}; the episode ends") from None
             raise _Refused(f"The wrapped server refused {name!r}: {exc}") from None
+        except ValidationError as exc:  # the SDK client checks the answer's shape
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "result"
+            raise _Refused(
+                f"The wrapped server's answer to {name!r} is not a valid tool result ({where}: {first['msg']})"
+            ) from None
 
     async def _settle(self) -> None:
         score = await self._score()
