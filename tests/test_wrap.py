@@ -543,6 +543,25 @@ async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) 
     # (the marker fixture then checks that nothing outlived the server)
 
 
+async def test_the_warm_pool_when_the_command_starts_failing(marker: str, tmp_path: Path) -> None:
+    flag = tmp_path / "refuse"
+    Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        flag.touch()  # from now on the server exits as it starts
+        await env.reset()  # the instance started before still serves
+        assert (await env.call_tool("increment")).text == "1"
+        with pytest.raises(mcpgym.MCPError, match="exited before it answered initialize"):
+            await env.reset()  # none ready, none can start: said plainly
+        flag.unlink()
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+
+
 @pytest.mark.parametrize("kind", DOORS)
 async def test_every_door_gives_the_same_wrapped_episode(kind: str) -> None:
     script: list[tuple[str, dict[str, Any]]] = [
