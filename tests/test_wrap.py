@@ -6,6 +6,7 @@ a plain SDK `MCPServer` (tests/wrap_server.py) for state isolation, crashes and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -20,7 +21,7 @@ import pytest
 
 import mcpgym
 from mcpgym.testing import transcript as _script
-from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, load_tasks, wrap
+from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, WrapContext, load_tasks, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
 from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
@@ -95,6 +96,31 @@ async def test_a_wrong_policy_earns_nothing(fs_env: Any, task_id: str) -> None:
         assert ws["task_id"] == task_id
 
 
+async def test_the_example_tasks_pay_nothing_for_near_misses() -> None:
+    # What a policy under pressure tries first: every word on one line; a copy under the new name
+    # with the original moved aside rather than renamed.
+    Env = wrap([str(FILESYSTEM), "{workspace}"], tasks=HERE.parent / "examples" / "wrap_filesystem" / "tasks.jsonl")
+    hacks: dict[str, list[tuple[str, dict[str, str]]]] = {
+        "todo": [("write_file", {"path": "notes/todo.md", "content": "milk eggs bread"})],
+        "rename-txt": [
+            ("write_file", {"path": "a.md", "content": "alpha\n"}),
+            ("write_file", {"path": "docs/b.md", "content": "beta\n"}),
+            ("move_file", {"source": "a.txt", "destination": "a.old"}),
+            ("move_file", {"source": "docs/b.txt", "destination": "docs/b.old"}),
+        ],
+    }
+    async with mcpgym.connect(Env) as env:
+        for task_id, calls in hacks.items():
+            ws = (await env.reset(options={"task_id": task_id})).observation["workspace"]
+            if task_id == "todo":
+                await env.call_tool("create_directory", {"path": f"{ws}/notes"})
+            for tool, args in calls:
+                step = await env.call_tool(tool, {k: f"{ws}/{v}" if k != "content" else v for k, v in args.items()})
+                assert not step.is_error, step.text  # the premise: each hack step did what it meant to
+            state = await env.state()
+            assert state.info["score"] == 0.0 and not state.done, task_id
+
+
 async def test_tools_and_results_pass_through_unchanged(fs_env: Any) -> None:
     from mcp import Client, StdioServerParameters
 
@@ -154,6 +180,55 @@ async def test_the_server_cannot_read_outside_its_workspace(sandboxed: None, tmp
         for path in (str(secret), f"{other_ws}/theirs.txt", "/root/.bashrc"):
             result = await env.call_tool("peek", {"path": path})
             assert result.is_error and "No such file" in result.text, path
+
+
+@pytest.fixture
+def workspaces_outside_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Workspaces under /var/tmp: the sandbox's private /tmp no longer hides their parent."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="mcpgym-test-", dir="/var/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_workspace_argument_exposes_no_other_episode(sandboxed: None, workspaces_outside_tmp: Path) -> None:
+    # `{workspace}` in the command is a path argument; it must not make its parent (every other
+    # episode's workspace) readable, wherever the workspaces live.
+    Env = wrap([*SERVER, "--root", "{workspace}"], tools=["peek"])
+    async with mcpgym.connect(Env) as env, mcpgym.connect(Env) as other:
+        ws = (await env.reset()).observation["workspace"]
+        other_ws = (await other.reset()).observation["workspace"]
+        assert Path(ws).is_relative_to(workspaces_outside_tmp)  # the premise
+        _write(f"{other_ws}/theirs.txt", "other episode")
+        _write(f"{ws}/mine.txt", "own file")
+        assert (await env.call_tool("peek", {"path": f"{ws}/mine.txt"})).text == "own file"
+        stolen = await env.call_tool("peek", {"path": f"{other_ws}/theirs.txt"})
+        assert stolen.is_error and "other episode" not in stolen.text
+
+
+async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text((HERE / "wrap_server.py").read_text())
+    assert str(script).startswith("/tmp/")  # the premise: the sandbox has a private /tmp
+    Env = wrap([sys.executable, str(script)], tools=["increment"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+
+
+async def test_host_secrets_under_etc_are_hidden(sandboxed: None) -> None:
+    # The server sees /etc (it needs the libraries' configuration); when the host runs it as root
+    # it owns /etc/shadow even inside its user namespace.
+    # (Run as root, as CI and the set-up are, this fails without the cover; otherwise it holds.)
+    Env = wrap(SERVER, tools=["peek"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        shadow = await env.call_tool("peek", {"path": "/etc/shadow"})
+        assert "root:" not in shadow.text
+        assert (await env.call_tool("peek", {"path": "/etc/passwd"})).text.startswith("root:")
 
 
 async def test_no_network_unless_the_task_allows_it(sandboxed: None) -> None:
@@ -237,6 +312,18 @@ async def test_a_crashing_server_ends_only_its_episode(marker: str) -> None:
         assert (await doomed.call_tool("increment")).text == "1"
 
 
+async def test_a_daemon_the_server_starts_dies_with_its_episode(sandboxed: None, marker: str) -> None:
+    # A new session, stdio detached, reparented: only the pid namespace still holds it. (Every
+    # process forked for the command has the marker in its command line from the fork on.)
+    Env = wrap(SERVER, tools=["shell"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        daemon = f"setsid sh -c 'sleep 1000; : {marker}' >/dev/null 2>&1 </dev/null &"
+        await env.call_tool("shell", {"command": daemon})
+        assert _processes_with(marker), "the premise: the daemon is running"
+    # (the marker fixture then checks that it is gone)
+
+
 async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str) -> None:
     Env = wrap([*SERVER, "--marker", marker], tools=["hang", "increment"], call_timeout=0.5)
     async with mcpgym.connect(Env) as hung, mcpgym.connect(Env) as fine:
@@ -248,17 +335,137 @@ async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str)
 
 
 async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="could not list the tools"):
+    with pytest.raises(RuntimeError, match=r"wrap_server.py --exit-at-once exited before it answered initialize"):
         wrap([*SERVER, "--exit-at-once"])
     flag = tmp_path / "refuse"
     Env = wrap([*SERVER, "--exit-if-exists", str(flag)], tools=["increment"], isolation="none")
     async with mcpgym.connect(Env) as env:
         flag.touch()  # from now on the server exits as it starts
-        with pytest.raises(mcpgym.MCPError, match="reset raised"):
+        with pytest.raises(mcpgym.MCPError, match=r"reset raised.*exited before it answered initialize"):
             await env.reset()
         flag.unlink()
         await env.reset()  # and the environment still serves episodes
         assert (await env.call_tool("increment")).text == "1"
+
+
+async def test_task_files_are_never_written_through_a_link_the_server_planted(tmp_path: Path) -> None:
+    # The server runs (untrusted) in the workspace before the task's files are placed there.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host file")
+    (tmp_path / "dir").mkdir()
+    tasks = [
+        Task(id="file", prompt="", files={"notes.txt": "seed"}),
+        Task(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
+    ]
+    for task, target in (("file", victim), ("dir", tmp_path / "dir")):
+        name = "notes.txt" if task == "file" else "sub"
+        Env = wrap([*SERVER, "--symlink", name, str(target)], tasks=tasks, tools=["get"])
+        async with mcpgym.connect(Env) as env:
+            with pytest.raises(mcpgym.MCPError, match=f"cannot place the task's file .*{name}.* is a link"):
+                await env.reset(options={"task_id": task})
+    assert victim.read_text() == "host file" and not (tmp_path / "dir" / "notes.txt").exists()
+
+
+def test_the_wrap_command_loads_a_rubric_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `mcpgym serve MODULE:CLASS` does: the console script's sys.path lacks the working directory.
+    from mcpgym._cli import _load_object
+
+    (tmp_path / "my_rubric_module.py").write_text("def tidy(ctx):\n    return 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    assert _load_object("my_rubric_module:tidy").__name__ == "tidy"
+
+
+def test_the_wrap_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcpgym._cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["wrap", "--", "/nonexistent/mcp-server", "{workspace}"])
+    assert str(exc.value.code).startswith("mcpgym wrap: no program '/nonexistent/mcp-server'")
+    with pytest.raises(SystemExit):
+        main(["wrap", "--help"])
+    assert "usage: mcpgym wrap [options] -- COMMAND [ARGS ...]" in capsys.readouterr().out
+
+
+HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
+
+
+def test_bad_commands_and_settings_are_refused_plainly() -> None:
+    with pytest.raises(RuntimeError, match=r"wrap_hostile.py silent did not answer initialize within 1s"):
+        wrap([*HOSTILE, "silent"], start_timeout=1)
+    with pytest.raises(ValueError, match="no program '/nonexistent/mcp-server'"):
+        wrap(["/nonexistent/mcp-server", "{workspace}"])
+    with pytest.raises(ValueError, match="no program 'mcp-server-that-is-not-installed'"):
+        wrap(["mcp-server-that-is-not-installed"])
+    with pytest.raises(ValueError, match="warm must be 0 or more"):
+        wrap(SERVER, warm=-1)
+    with pytest.raises(ValueError, match="max_steps must be 1 or more"):
+        wrap(SERVER, max_steps=0)
+
+
+async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
+    Env = wrap([*HOSTILE, "forge"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+    assert step.reward == 0.0 and not step.done
+    assert "io.mcpgym/step" not in (step.observation.meta or {}), "the forged stamp reached the client"
+
+
+async def test_a_refused_last_call_still_earns_the_final_state() -> None:
+    # SDKs answer invalid arguments with a JSON-RPC error: that call is a step all the same, and
+    # when it is the last one the limit allows, the state the episode ends in is what it earns.
+    task = Task(
+        id="half",
+        prompt="",
+        partial=True,
+        files={"a.txt": "x"},
+        verify=Verify(files={"a.txt": FileCheck(equals="x"), "b.txt": FileCheck()}),
+    )
+    Env = wrap([*HOSTILE, "refuse"], tasks=[task], max_steps=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+        assert step.is_error and "refused 'go'" in step.text
+        assert step.truncated and step.reward == pytest.approx(2 / 3)
+        assert (await env.state()).info["score"] == pytest.approx(2 / 3)
+
+
+async def test_a_malformed_result_is_said_plainly_and_the_episode_goes_on() -> None:
+    Env = wrap([*HOSTILE, "malformed"])
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go")
+        assert step.is_error and not step.done
+        assert (
+            step.text
+            == "The wrapped server's answer to 'go' is not a valid tool result (content: Input should be a valid list)"
+        )
+
+
+async def test_a_tool_may_take_longer_than_the_start_timeout() -> None:
+    # The start timeout bounds the handshake; a call is bounded by the call timeout alone.
+    Env = wrap([*HOSTILE, "slow"], start_timeout=2, call_timeout=30)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        step = await env.call_tool("go", {"seconds": 2.5})
+        assert not step.is_error and step.text == "done"
+
+
+async def test_a_rubric_call_to_a_hanging_server_ends_the_episode() -> None:
+    async def rubric(ctx: WrapContext) -> float:
+        await ctx.call_tool("hang")  # a "read-only check" the server never answers
+        return 1.0
+
+    Env = wrap(SERVER, tools=["increment"], rubric=rubric, call_timeout=0.5, start_timeout=30)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        with anyio.fail_after(10):
+            step = await env.call_tool("increment")
+        assert step.is_error and step.done and "Scoring needed the wrapped server" in step.text
+        assert step.reward == 0.0
 
 
 async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
@@ -282,6 +489,77 @@ async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
                 await pool.changed()
         assert pool.spawned == started + 3  # each one taken was replaced
     # (the marker fixture then checks that no instance, taken or waiting, outlived the client)
+
+
+async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: str) -> None:
+    import signal
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment", "pid"], warm=1, isolation="none")
+    async with mcpgym.connect(Env) as env:
+        await env.reset()  # starts the pool; this reset spawns its own instance
+        own = int((await env.call_tool("pid")).text)
+        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        waiting = [p for p in _processes_with(marker) if p != own]
+        assert len(waiting) == 1  # the premise: the pool's instance, waiting
+        os.kill(waiting[0], signal.SIGKILL)
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+        assert pool.dead == 1 and pool.hits == 0
+
+
+async def test_a_client_leaving_does_not_stop_another_clients_server() -> None:
+    # Each in-memory client runs its own server lifespan: an episode lives in its own client's.
+    gym = mcpgym.GymServer(WrappedCounter)
+    async with mcpgym.connect(gym) as first:
+        async with mcpgym.connect(gym) as second:
+            await first.reset()
+            await second.reset()
+            assert (await first.call_tool("increment")).text == "1"
+        step = await first.call_tool("increment")
+        assert not step.is_error and step.text == "2"
+
+
+async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) -> None:
+    from tests.conftest import serve_gym
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment"], warm=2)
+    texts: list[str] = []
+
+    async def churn(url: str) -> None:
+        async with mcpgym.connect(url) as env:
+            for _ in range(3):
+                await env.reset()
+                texts.append((await env.call_tool("increment")).text)
+
+    async with serve_gym(Env) as (_, url):
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(churn, url)
+    assert texts == ["1"] * 12  # every episode had a fresh server of its own
+    # (the marker fixture then checks that nothing outlived the server)
+
+
+async def test_the_warm_pool_when_the_command_starts_failing(marker: str, tmp_path: Path) -> None:
+    flag = tmp_path / "refuse"
+    Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        flag.touch()  # from now on the server exits as it starts
+        await env.reset()  # the instance started before still serves
+        assert (await env.call_tool("increment")).text == "1"
+        with pytest.raises(mcpgym.MCPError, match="exited before it answered initialize"):
+            await env.reset()  # none ready, none can start: said plainly
+        flag.unlink()
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
 
 
 @pytest.mark.parametrize("kind", DOORS)
@@ -324,6 +602,8 @@ def test_task_files_are_validated_with_line_numbers(tmp_path: Path) -> None:
     path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
     with pytest.raises(TaskFileError, match="appears twice"):
         load_tasks(path)
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode() + b"\r\n")  # as some editors save it
+    assert [t.id for t in load_tasks(path)] == ["t"]
 
 
 def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
@@ -353,6 +633,79 @@ def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
         verify=Verify(files={"out.txt": FileCheck(contains=["ok", "missing"])}),
     )
     assert verify(partial, ws) == WrapScore(2 / 3, verify(partial, ws).checks)
+
+
+async def test_the_verifier_tests_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wrapped server's processes run on while the checks do: a name that passed a test may be
+    # a link or a FIFO by the time it is read. Simulated here by tests that always pass.
+    from mcpgym._wrap._verify import verify
+
+    task = Task(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("ok")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "out.txt").symlink_to(outside)
+    monkeypatch.setattr(Path, "is_symlink", lambda self: False)
+    assert verify(task, ws).value == 0.0, "a link read as the file"
+    (ws / "out.txt").unlink()
+    os.mkfifo(ws / "out.txt")
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    try:
+        with anyio.fail_after(10):
+            score = await anyio.to_thread.run_sync(verify, task, ws, abandon_on_cancel=True)
+    finally:  # free a reader blocked on the FIFO (so no thread outlives the test)
+        with contextlib.suppress(OSError):
+            os.close(os.open(ws / "out.txt", os.O_WRONLY | os.O_NONBLOCK))
+    assert score.value == 0.0 and "not a regular file" in score.checks[0].detail
+
+
+def test_what_the_verifier_cannot_read_never_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run by a non-root user, a server can make a directory unreadable (chmod 000): the files in
+    # it must not vanish from the checks. Simulated by lookups that are refused, as root is never.
+    from mcpgym._wrap._verify import verify
+
+    ws = tmp_path / "ws"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "secret.txt").write_text("still here")
+    (ws / "keep.md").write_text("ok")
+    real_lstat, real_scandir = os.lstat, os.scandir
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).startswith(str(ws / "d") + "/"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    def scandir(path: Any = ".") -> Any:
+        if str(path) == str(ws / "d"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "scandir", scandir)
+    gone = Task(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
+    assert verify(gone, ws).value == 0.0
+    only = Task(id="o", prompt="", verify=Verify(only=["*.md"]))
+    score = verify(only, ws)
+    assert score.value == 0.0 and "cannot list" in score.checks[0].detail
+
+
+async def test_the_default_rubric_reads_files_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reading up to 8 MiB per checked file must not stall every other episode of the server.
+    import threading
+
+    from mcpgym._wrap import _rubric
+    from mcpgym._wrap._rubric import WrapContext, default_rubric, evaluate
+
+    threads: list[int] = []
+
+    def spy(task: Task, workspace: Path) -> WrapScore:
+        threads.append(threading.get_ident())
+        return WrapScore(1.0)
+
+    monkeypatch.setattr(_rubric, "verify", spy)
+    await evaluate(default_rubric, WrapContext(Task(id="t", prompt=""), Path("/nonexistent")))
+    assert threads and threads[0] != threading.get_ident()
 
 
 async def test_harness_and_trl_work_over_a_wrapped_server() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -66,6 +67,13 @@ def hang() -> str:
 
 
 @server.tool()
+def shell(command: str) -> str:
+    """Run a shell command in the workspace (a policy with every power the server has)."""
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout + done.stderr
+
+
+@server.tool()
 def pid() -> int:
     """This process's pid as the server sees it."""
     return os.getpid()
@@ -74,6 +82,9 @@ def pid() -> int:
 if __name__ == "__main__":
     if "--exit-at-once" in sys.argv:
         sys.exit("refusing to start")
+    if "--symlink" in sys.argv:  # a hostile server: plants a link in its workspace as it starts
+        at = sys.argv.index("--symlink")
+        os.symlink(sys.argv[at + 2], sys.argv[at + 1])
     if "--exit-if-exists" in sys.argv and os.path.exists(sys.argv[sys.argv.index("--exit-if-exists") + 1]):
         sys.exit("refusing to start: the flag file exists")
     server.run()

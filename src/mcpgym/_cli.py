@@ -295,6 +295,7 @@ def _wrap_command(sub: Any) -> None:
     wrap = sub.add_parser(
         "wrap",
         help="serve any MCP server as an environment: a fresh instance per episode, tasks and rewards",
+        usage="mcpgym wrap [options] -- COMMAND [ARGS ...]",
         epilog=_WRAP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -304,10 +305,16 @@ def _wrap_command(sub: Any) -> None:
     wrap.add_argument("--tools", metavar="A,B=C", default=None, help="expose only these tools (B renamed C)")
     wrap.add_argument("--warm", type=int, default=0, metavar="N", help="instances started ahead of resets (0)")
     wrap.add_argument("--isolation", choices=["auto", "bwrap", "none"], default="auto", help="sandbox (auto)")
-    wrap.add_argument("--max-steps", type=int, default=32, help="truncate episodes after N calls (%(default)s)")
+    wrap.add_argument(
+        "--max-steps", type=int, default=32, metavar="N", help="truncate episodes after N calls (%(default)s)"
+    )
     wrap.add_argument("--finish-tool", metavar="NAME", default=None, help="a tool that ends and scores the episode")
     wrap.add_argument(
-        "--wrapped-timeout", type=float, default=60.0, help="seconds the wrapped server may take per call (60)"
+        "--wrapped-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds the wrapped server may take per call (60)",
     )
     _add_serve_options(wrap)
 
@@ -335,6 +342,8 @@ def _load_object(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         sys.exit(f"mcpgym: {spec!r} is not MODULE:OBJECT")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # as for `serve MODULE:CLASS`: modules in the working directory load
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

@@ -120,8 +120,9 @@ class Environment:
         return {}
 
     async def hold(self, cm: AbstractAsyncContextManager[T]) -> T:
-        """Enter `cm` for the rest of this episode and return what it yields; it is exited after
-        `close()` (last held, first exited). Use it for what must stay open across steps and runs
+        """Enter `cm` for the rest of this episode and return what it yields; it is exited when
+        the episode ends, after `close()` (last held, first exited; for a shared instance, when
+        each episode ends, and even when `close()` fails). Use it for what must stay open across steps and runs
         tasks of its own, such as an MCP client session: each step arrives in a task of its own,
         and anyio lets only the task that entered such a context exit it, so the host holds it."""
         if self.host is None:

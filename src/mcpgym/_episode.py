@@ -346,14 +346,13 @@ class Episode:
                     components = None if self.score is None else self.score.components
                     await self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
                 if self.owns_env:
-                    try:
-                        with anyio.move_on_after(_CLOSE_WAIT):
-                            await _run_user(self.env.close)
-                    finally:
-                        await _release_held(self.env)  # even when close() raised
+                    with anyio.move_on_after(_CLOSE_WAIT):
+                        await _run_user(self.env.close)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
             finally:
+                # Whatever close() did, and for a shared instance too: held for this episode only.
+                await _release_held(self.env)
                 if waited:
                     self._turns.release()
 
@@ -366,7 +365,8 @@ _CLOSE_WAIT = 30.0
 
 
 async def _release_held(env: Environment) -> None:
-    """Exit what the episode held with `hold()`, last first (after `close()`, which may still use it)."""
+    """Start exiting what the episode held with `hold()`, last first (after `close()`, which may
+    still use it)."""
     held, env.__mcpgym_held__ = env.__mcpgym_held__, None
     for release in reversed(held or ()):
         await release()

@@ -34,6 +34,8 @@ class Host:
         self._held: set[anyio.Event] = set()
         self._idle = anyio.Event()
         self._idle.set()
+        self._closing = False
+        self._entering: dict[anyio.Event, anyio.CancelScope] = {}
         self.state: dict[Any, Any] = {}
         """Shared by every episode this host serves (keyed by whoever stores there)."""
 
@@ -41,37 +43,63 @@ class Host:
         """Enter `cm` in a task of the host's own; returns what it yielded and a coroutine
         function that starts exiting it. Exiting goes on in the background (a process may take
         a while to stop): `aclose()` waits for all of it. An error while entering is raised
-        here; one while held or exiting is logged (the episode sees its own failures)."""
+        here; one while held or exiting is logged (the episode sees its own failures). A host
+        that is closing enters nothing new (RuntimeError)."""
+        if self._closing:
+            raise RuntimeError("the host is closing: nothing new can be held")
         release = anyio.Event()
+        # Counted from here, not from when the task runs: aclose() must see it whatever happens.
+        self._held.add(release)
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+        entering = anyio.CancelScope()
+        self._entering[release] = entering
 
         async def hold(*, task_status: TaskStatus[T]) -> None:
             entered = False
-            self._held.add(release)
-            self._idle = anyio.Event() if self._idle.is_set() else self._idle
             try:
-                async with cm as value:
-                    task_status.started(value)
-                    entered = True
-                    await release.wait()
+                # aclose() cancels this scope while `cm` is still being entered (a shutdown does
+                # not wait for a slow start), never after: then `cm` exits as it would anyway.
+                with entering:
+                    async with cm as value:
+                        self._entering.pop(release, None)
+                        task_status.started(value)
+                        entered = True
+                        await release.wait()
+                if entering.cancelled_caught and not entered:
+                    raise RuntimeError("the host closed while this was being started")
             except Exception:
                 if not entered:
                     raise  # start() raises it to the caller; the host's task group is untouched
                 logger.exception("a context held for an episode failed")
             finally:
-                self._held.discard(release)
-                if not self._held:
-                    self._idle.set()
+                self._forget(release)
 
-        value: T = await self._tg.start(hold)
+        try:
+            held: T = await self._tg.start(hold)
+        except BaseException:
+            self._forget(release)  # never started (e.g. the task group is gone)
+            raise
 
         async def close() -> None:
             release.set()
 
-        return value, close
+        return held, close
+
+    def _forget(self, release: anyio.Event) -> None:
+        self._entering.pop(release, None)
+        self._held.discard(release)
+        if not self._held:
+            self._idle.set()
 
     async def aclose(self) -> None:
-        """Exit everything still held, and wait until it has (even when cancelled)."""
+        """Exit everything still held, and wait until it has (even when cancelled); what is still
+        being entered is cancelled (its `enter()` raises). From now on `enter()` refuses."""
+        self._closing = True
         with anyio.CancelScope(shield=True):
             for release in list(self._held):
                 release.set()
+            for entering in list(self._entering.values()):
+                entering.cancel()
             await self._idle.wait()

@@ -60,7 +60,8 @@ class EpisodeRegistry:
         """Live episode ids per owning transport session, so a session's end closes exactly its own."""
         self._high_water = 0
         self.hosts: list[Host] = []
-        """The hosts serving this registry (one per entered server lifespan); new episodes use the latest."""
+        """The hosts serving this registry (one per entered server lifespan); an episode uses its
+        caller's (a connection's lifespan ends with that connection), else the latest."""
 
     def __len__(self) -> int:
         return len(self._episodes)
@@ -73,9 +74,11 @@ class EpisodeRegistry:
         previous: str | None = None,
         *,
         owner: str | None = None,
+        host: Host | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
-        episode to a transport session so no other session can drive it.
+        episode to a transport session so no other session can drive it; `host`: the caller's
+        (its connection's lifespan), else the latest.
 
         The episodes it replaces never count against `max_episodes`, and they are closed
         whether or not the new one starts (a reset says the caller is done with them): a
@@ -89,7 +92,7 @@ class EpisodeRegistry:
         if previous is not None and previous != episode_id and self.get(previous, owner, missing_ok=True):
             retired.append(self._remove(previous))  # out before admission: it frees its place
         try:
-            episode = self._admit(episode_id, owner=owner)
+            episode = self._admit(episode_id, owner=owner, host=host)
         finally:
             for old in retired:
                 if old is not None:
@@ -114,10 +117,12 @@ class EpisodeRegistry:
             raise unknown_episode()
         return episode
 
-    async def open_implicit(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Episode:
+    async def open_implicit(
+        self, seed: int | None = None, options: dict[str, Any] | None = None, host: Host | None = None
+    ) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent), optionally
         started on a given task."""
-        episode = self._admit(new_episode_id(), implicit=True)
+        episode = self._admit(new_episode_id(), implicit=True, host=host)
         try:
             await episode.start(seed, options)
         except BaseException:
@@ -189,7 +194,9 @@ class EpisodeRegistry:
                     del self._owned[episode.owner]
         return episode
 
-    def _admit(self, episode_id: str, *, implicit: bool = False, owner: str | None = None) -> Episode:
+    def _admit(
+        self, episode_id: str, *, implicit: bool = False, owner: str | None = None, host: Host | None = None
+    ) -> Episode:
         limit = math.inf if self.max_episodes is None else self.max_episodes
         if len(self._episodes) >= limit:
             raise MCPError(
@@ -204,7 +211,7 @@ class EpisodeRegistry:
             recorder=self.recorder,
             implicit=implicit,
             call_timeout=self.call_timeout,
-            host=self.hosts[-1] if self.hosts else None,
+            host=host or (self.hosts[-1] if self.hosts else None),
         )
         episode.owner = owner
         self._episodes[episode_id] = episode

@@ -50,6 +50,19 @@ from mcpgym._recording import Recorder
 from mcpgym._registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
+
+_HOST = "mcpgym.host"
+"""The lifespan state key of the `Host` that serves a connection's episodes."""
+
+
+def _host_of(ctx: Ctx) -> Host | None:
+    """The host of the lifespan serving this request (each in-memory client runs its own, and
+    its episodes must not be hosted by another client's, which may end first)."""
+    state = getattr(ctx, "lifespan_context", None)
+    host = state.get(_HOST) if isinstance(state, dict) else None
+    return host if isinstance(host, Host) else None
+
+
 _IMPLICIT = "mcpgym.implicit-episode"
 _OWNED = "mcpgym.closes-owned-episodes"
 
@@ -74,7 +87,9 @@ class GymExtension(Extension):
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
-        result = await self.registry.reset(episode_id, params.seed, params.options, params.previous, owner=owner)
+        result = await self.registry.reset(
+            episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
+        )
         if owner is not None:
             # Bound to an HTTP session that nobody else may use: it ends with that session. One
             # callback per connection (not per reset) closes whatever the session still holds.
@@ -152,7 +167,7 @@ class GymServer:
             self.registry.hosts.append(host)
             self._lifespans += 1
             try:
-                yield {}
+                yield {_HOST: host}  # requests of this lifespan's connection find their host here
             finally:
                 self._lifespans -= 1
                 if not self._lifespans:
@@ -208,7 +223,7 @@ class GymServer:
                 await self.registry.close(episode.id)
             if task is not None or episode is None or episode.closed:
                 seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
-                episode = await self.registry.open_implicit(seed, options)
+                episode = await self.registry.open_implicit(seed, options, _host_of(ctx))
                 state[_IMPLICIT] = episode
             return episode
 

@@ -15,26 +15,30 @@ import atexit
 import contextlib
 import functools
 import logging
+import os
 import shlex
+import shutil
+import stat
 import sys
 import tempfile
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar, cast
 
 import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._tools import ToolSpec
-from mcpgym._wrap._instance import Instance, Launcher, WarmPool, pooled
+from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox
 from mcpgym._wrap._tasks import Task, load_tasks
@@ -94,14 +98,19 @@ class WrappedEnvironment(Environment):
     instance: Instance
     context: WrapContext
     last_score: Score | None = None
+    calls_made = 0
+    """Tool calls this episode (refused ones too: each is a step toward the limit)."""
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         config = self.config
         self.task = self._pick(options)
         self.instance = await self.hold(await self._instance())
         await anyio.to_thread.run_sync(_place_files, self.instance.workspace, self.task.files)
-        self.context = WrapContext(self.task, self.instance.workspace, client=self.instance.client)
+        self.context = WrapContext(
+            self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
+        )
         self.last_score = None
+        self.calls_made = 0
         return {
             "task_id": self.task.id,
             "prompt": self.task.prompt,
@@ -147,7 +156,16 @@ class WrappedEnvironment(Environment):
             score = await self._score()
             self.finish(reward=score.value)
             return _text(f"Finished: score {score.value:g}.")
-        result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
+        self.calls_made += 1
+        try:
+            result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
+        except _Refused as refused:
+            # A refusal is a step of the trajectory too: a trajectory rubric counts it, and on
+            # the last step the limit allows the final state is scored as after any step.
+            self.context.calls.append(CallRecord(tool_name, arguments, _text(str(refused), error=True)))
+            if self.config.finish_tool is None and self._scored:
+                await self._settle()
+            raise
         self.context.calls.append(CallRecord(tool_name, arguments, result))
         if self.config.finish_tool is None and self._scored:
             await self._settle()
@@ -163,28 +181,45 @@ class WrappedEnvironment(Environment):
         timeout = self.config.launcher.call_timeout
         try:
             with anyio.fail_after(timeout):
-                return await self.instance.client.call_tool(name, arguments)
+                # Its own timeout, not the session's (that one bounds the start-up handshake).
+                return await self.instance.client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except TimeoutError:
             self.finish()
             raise ToolError(
                 f"The wrapped server did not answer {name!r} within {timeout:g}s; the episode ends"
             ) from None
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                self.finish()
+                raise ToolError(
+                    f"The wrapped server did not answer {name!r} within {timeout:g}s; the episode ends"
+                ) from None
             if exc.code == CONNECTION_CLOSED:
                 self.finish()
                 raise ToolError(f"The wrapped server exited during {name!r}; the episode ends") from None
-            raise ToolError(f"The wrapped server refused {name!r}: {exc}") from None
+            raise _Refused(f"The wrapped server refused {name!r}: {exc}") from None
+        except ValidationError as exc:  # the SDK client checks the answer's shape
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "result"
+            raise _Refused(
+                f"The wrapped server's answer to {name!r} is not a valid tool result ({where}: {first['msg']})"
+            ) from None
 
     async def _settle(self) -> None:
         score = await self._score()
         if score.solved:
             self.finish(reward=score.value)
-        elif self.max_steps is not None and len(self.context.calls) >= self.max_steps:
+        elif self.max_steps is not None and self.calls_made >= self.max_steps:
             self.reward(score.value)  # the last step the limit allows: what the final state earned
 
     async def _score(self) -> Score:
         rubric = self.config.rubric or default_rubric
-        self.last_score = await evaluate(rubric, self.context)
+        try:
+            self.last_score = await evaluate(rubric, self.context)
+        except (TimeoutError, MCPError) as exc:  # the rubric's own call to the wrapped server
+            self.finish()
+            why = exc if isinstance(exc, MCPError) else f"no answer within {self.config.launcher.call_timeout:g}s"
+            raise ToolError(f"Scoring needed the wrapped server, which failed ({why}); the episode ends") from None
         return self.last_score
 
     def state_info(self) -> dict[str, Any]:
@@ -197,32 +232,65 @@ class WrappedEnvironment(Environment):
         return info
 
 
+class _Refused(ToolError):
+    """The wrapped server answered a call with an error (the episode goes on)."""
+
+
 def _remove_empty(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty: an instance outlived the process (killed), keep it
         path.rmdir()
 
 
 def _place_files(workspace: Path, files: dict[str, str]) -> None:
+    """Write the task's files into the workspace, never through a link or into a FIFO: the
+    wrapped server already runs there (untrusted), and a link it made would otherwise turn our
+    write into one anywhere on the host."""
     for path, text in files.items():
-        target = workspace / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        parts = PurePosixPath(path).parts
+        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                fd, parent = _open_at(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, path), fd
+                os.close(parent)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd, parent = _open_at(fd, parts[-1], flags, path, mode=0o644), fd
+            os.close(parent)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RuntimeError(f"cannot place the task's file {path}: the workspace has something else there")
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
 
 
-_PROTOCOL_META = "io.modelcontextprotocol/"
+def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
+    try:
+        return os.open(name, flags, mode, dir_fd=fd)
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot place the task's file {path}: {name} in the workspace is a link or not usable ({exc.strerror})"
+        ) from None
+
+
+_RESERVED_META = ("io.modelcontextprotocol/", "io.mcpgym/")
 
 
 def _own_meta(result: types.CallToolResult) -> types.CallToolResult:
     """The result less the `_meta` keys the MCP SDK reserves for the protocol itself (they
-    describe the hop to the wrapped server, not ours; every door then carries the same result)."""
-    if not result.meta or not any(key.startswith(_PROTOCOL_META) for key in result.meta):
+    describe the hop to the wrapped server, not ours; every door then carries the same result)
+    and mcpgym's own: a wrapped server does not get to stamp a reward (a forged `io.mcpgym/step`
+    would otherwise reach in-process and `--hide-rewards` clients as it was sent)."""
+    if not result.meta or not any(key.startswith(_RESERVED_META) for key in result.meta):
         return result
-    kept = {k: v for k, v in result.meta.items() if not k.startswith(_PROTOCOL_META)}
+    kept = {k: v for k, v in result.meta.items() if not k.startswith(_RESERVED_META)}
     return result.model_copy(update={"meta": kept or None})
 
 
-def _text(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
 def wrap(
@@ -252,6 +320,14 @@ def wrap(
     argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
         raise ValueError("wrap() needs the command that starts the MCP server")
+    if shutil.which(argv[0]) is None:
+        raise ValueError(f"no program {argv[0]!r} to run (not an executable file, nor found on PATH)")
+    if warm < 0:
+        raise ValueError(f"warm must be 0 or more, not {warm}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be 1 or more (or None), not {max_steps}")
+    if not (call_timeout > 0 and start_timeout > 0):
+        raise ValueError("call_timeout and start_timeout must be positive (seconds)")
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
@@ -360,6 +436,8 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
     thread = threading.Thread(target=run, name="mcpgym-wrap-probe")
     thread.start()
     thread.join()
+    if isinstance(outcome[0], WrappedServerError):
+        raise outcome[0]
     if isinstance(outcome[0], BaseException):
         cause = outcome[0]
         raise RuntimeError(f"could not list the tools of {shlex.join(launcher.argv)}: {cause}") from cause

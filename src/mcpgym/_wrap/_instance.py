@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._host import Host, Release
 from mcpgym._wrap._sandbox import Sandbox
@@ -55,13 +57,40 @@ class Launcher:
             argv = [arg.replace(WORKSPACE, str(workspace)) for arg in self.argv]
             cmd = self.sandbox.command(argv, workspace, network=network)
             params = StdioServerParameters(command=cmd[0], args=cmd[1:], cwd=str(workspace))
-            # The SDK's read timeout bounds the initialize handshake too: a server that never
-            # answers fails its episode's reset instead of hanging it.
-            async with Client(params, read_timeout_seconds=self.start_timeout) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    # The SDK's read timeout bounds the initialize handshake: a server that never
+                    # answers fails its episode's reset instead of hanging it. (Each tool call
+                    # passes its own timeout.)
+                    client = await stack.enter_async_context(Client(params, read_timeout_seconds=self.start_timeout))
+                except Exception as exc:
+                    raise WrappedServerError(self._why_not_started(exc)) from exc
                 yield Instance(client, workspace, tuple(argv))
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_remove, workspace)
+
+    def _why_not_started(self, exc: BaseException) -> str:
+        leaf = _leaf(exc)
+        code = getattr(leaf, "code", None)
+        if code == REQUEST_TIMEOUT:
+            why = f"did not answer initialize within {self.start_timeout:g}s"
+        elif code == CONNECTION_CLOSED:
+            why = "exited before it answered initialize (its stderr says why)"
+        else:
+            why = f"could not be started: {type(leaf).__name__}: {leaf}"
+        return f"the wrapped server {shlex.join(self.argv)} {why}"
+
+
+class WrappedServerError(RuntimeError):
+    """The wrapped server could not be started (it exited, never answered, or is not a server)."""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception at the bottom of task-group nesting (what actually went wrong)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _remove(path: Path) -> None:
@@ -88,6 +117,8 @@ class WarmPool:
         """Instances the pool has started."""
         self.hits = 0
         """Resets served by an instance that was already running."""
+        self.dead = 0
+        """Waiting instances found dead when a reset came for them (then passed over)."""
 
     @property
     def ready(self) -> int:
@@ -117,16 +148,18 @@ class WarmPool:
 
     async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
         assert self._host is not None and self._ready is not None
-        if not network:
+        while not network:
             try:
                 ready = self._ready.receive_nowait()
             except anyio.WouldBlock:
-                pass
-            else:
-                self._free.release()
+                break
+            self._free.release()
+            self._notify()
+            if await _alive(ready[0]):
                 self.hits += 1
-                self._notify()
                 return ready
+            self.dead += 1
+            await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
         return await self._host.enter(self.launcher.start(network=network))
 
     async def _fill(self) -> None:
@@ -146,6 +179,25 @@ class WarmPool:
             self.spawned += 1
             self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
             self._notify()
+
+
+_PING_TIMEOUT = 5.0
+"""Seconds a waiting instance has to answer the request that shows it is still alive."""
+
+
+async def _alive(instance: Instance) -> bool:
+    """One round trip, so no reset gets a server that died while it waited. `tools/list`, which
+    every wrapped server answers (`ping` is gone from the 2026-07-28 protocol); any answer,
+    even an error, shows it alive."""
+    with anyio.move_on_after(_PING_TIMEOUT):
+        try:
+            await instance.client.list_tools()
+        except MCPError as exc:
+            return exc.code != CONNECTION_CLOSED
+        except Exception:
+            return False
+        return True
+    return False
 
 
 def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:

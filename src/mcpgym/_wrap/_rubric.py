@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client
 
@@ -39,21 +40,26 @@ class WrapContext:
     """The episode's workspace on the host (the wrapped server sees the same path)."""
     calls: list[CallRecord] = field(default_factory=list)
     client: Client | None = None
+    call_timeout: float | None = None
+    """Seconds `call_tool` waits for the wrapped server (then TimeoutError)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         """Call a tool of the wrapped server directly (for a read-only check of its final state);
-        never counted as a step, never seen by the agent."""
+        never counted as a step, never seen by the agent. A server that does not answer within
+        the call timeout raises TimeoutError (the episode then ends)."""
         if self.client is None:
             raise RuntimeError("the wrapped server is not running")
-        return await self.client.call_tool(name, arguments or {})
+        with anyio.fail_after(self.call_timeout):
+            return await self.client.call_tool(name, arguments or {}, read_timeout_seconds=self.call_timeout)
 
 
 Rubric = Callable[[WrapContext], "float | Score | Awaitable[float | Score]"]
 
 
-def default_rubric(ctx: WrapContext) -> Score:
-    """The task's declarative checks over the final workspace."""
-    return verify(ctx.task, ctx.workspace)
+async def default_rubric(ctx: WrapContext) -> Score:
+    """The task's declarative checks over the final workspace (in a worker thread: reading the
+    files must not stall the other episodes this process serves)."""
+    return await anyio.to_thread.run_sync(verify, ctx.task, ctx.workspace)
 
 
 async def evaluate(rubric: Rubric, ctx: WrapContext) -> Score:

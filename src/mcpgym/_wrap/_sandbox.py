@@ -31,6 +31,9 @@ from typing import Any, Literal
 Isolation = Literal["auto", "bwrap", "none"]
 
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh")
+"""Host secrets under /etc that a server reads whenever the host runs it as root (it then owns
+them, user namespace or not): each is covered with an empty file or directory."""
 
 
 @dataclass(frozen=True)
@@ -100,27 +103,38 @@ class Sandbox:
         cmd += ["--unshare-user", "--disable-userns"]
         if network:
             cmd.append("--share-net")
+        # Mounts apply in order. The private /tmp comes first, so a program that lives under the
+        # host's /tmp is bound on top of it (and still runs).
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for path in _SYSTEM:
             cmd += ["--ro-bind-try", path, path]
-        for path in sorted(set(self.read_only) | program_paths(argv)):
+        for path in _SECRETS:
+            if os.path.isdir(path):
+                cmd += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.lexists(path):
+                cmd += ["--ro-bind", "/dev/null", path]
+        for path in sorted(set(self.read_only) | program_paths(argv, exclude=workspace)):
             cmd += ["--ro-bind-try", path, path]
+        # Then an empty directory over the parent of every episode's workspace (a program
+        # directory bound above may contain it), and this episode's workspace alone inside it.
         ws = str(workspace)
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws]
+        cmd += ["--tmpfs", str(workspace.parent), "--bind", ws, ws, "--chdir", ws]
         cmd += ["--setenv", "HOME", ws, "--setenv", "TMPDIR", "/tmp", "--", *argv]
         return cmd
 
 
-def program_paths(argv: Sequence[str]) -> set[str]:
+def program_paths(argv: Sequence[str], *, exclude: Path | None = None) -> set[str]:
     """The host directories a command needs to read to run: its interpreter's installation and,
     for each argument that is an existing path, the package it belongs to (a `node_modules` tree,
-    a Python prefix, else its directory)."""
+    a Python prefix, else its directory). Arguments at or under `exclude` (the workspace, whose
+    parent holds every other episode's) are not programs."""
     found: set[str] = set()
     if argv:
         exe = shutil.which(argv[0])
         if exe is not None:
             found.update(_owning_dirs(Path(exe)))
     for arg in argv[1:]:
-        if arg.startswith("/") and os.path.exists(arg):
+        if arg.startswith("/") and os.path.exists(arg) and not (exclude and Path(arg).is_relative_to(exclude)):
             found.update(_owning_dirs(Path(arg)))
     return {p for p in found if not any(p == s or p.startswith(s + "/") for s in _SYSTEM)}
 

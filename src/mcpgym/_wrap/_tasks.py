@@ -90,7 +90,7 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Read a JSONL task file; an error names the file, the line and the field."""
     source = Path(path)
     try:
-        lines = source.read_text(encoding="utf-8").splitlines()
+        lines = source.read_text(encoding="utf-8-sig").splitlines()  # a BOM (some editors write one) is not JSON
     except OSError as exc:
         raise TaskFileError(f"{source}: cannot read the task file: {exc.strerror or exc}") from exc
     tasks = list(_parse(source, enumerate(lines, 1)))

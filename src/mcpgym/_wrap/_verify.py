@@ -7,11 +7,13 @@ never read outside the workspace, and refuse a file too large to read rather tha
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mcpgym._wrap._tasks import FileCheck, Task
 
@@ -50,11 +52,16 @@ def verify(task: Task, workspace: Path) -> Score:
     for path, spec in task.verify.files.items():
         checks.extend(_file_checks(root, path, spec))
     for path in task.verify.absent:
-        target = root / path
-        checks.append(Check(f"absent {path}", not os.path.lexists(target)))
+        checks.append(_absent(root, path))
     if task.verify.only is not None:
-        extra = [p for p in _listing(root) if not any(fnmatch.fnmatch(p, g) for g in task.verify.only)]
-        checks.append(Check("no other files", not extra, f"unexpected: {', '.join(extra[:5])}" if extra else ""))
+        try:
+            listing = _listing(root)
+        except OSError as exc:  # a directory the checks cannot read may hide anything
+            checks.append(Check("no other files", False, f"cannot list {exc.filename}: {exc.strerror}"))
+        else:
+            extra = [p for p in listing if not any(fnmatch.fnmatch(p, g) for g in task.verify.only)]
+            detail = f"unexpected: {', '.join(extra[:5])}" if extra else ""
+            checks.append(Check("no other files", not extra, detail))
     if not checks:
         return Score(0.0, [Check("task has checks", False, "the task's verify section is empty")])
     passed = sum(c.passed for c in checks)
@@ -81,25 +88,79 @@ def _file_checks(root: Path, path: str, spec: FileCheck) -> list[Check]:
 
 def read_inside(root: Path, path: str) -> tuple[str | None, str]:
     """The text of the regular file `path` under `root`, or None and why not. No component may
-    be a symlink, so nothing outside `root` is ever read."""
-    target = root
-    for part in Path(path).parts:
-        target = target / part
-        if target.is_symlink():
+    be a symlink, so nothing outside `root` is ever read. Each component is opened relative to
+    the one before it and every test is made on the open file: the wrapped server's processes
+    run on while the checks do, and may swap a name for a link or a FIFO between a test and a
+    read; a FIFO is opened without blocking, then refused."""
+    parts = PurePosixPath(path).parts
+    if any(_is_link(root.joinpath(*parts[: i + 1])) for i in range(len(parts))):
+        return None, f"{path} is (or goes through) a symlink"
+    try:
+        data = _read_regular(root, parts)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
             return None, f"{path} is (or goes through) a symlink"
-    if not target.is_file():
-        return None, f"{path} does not exist or is not a regular file"
-    if target.stat().st_size > MAX_READ:
+        return None, f"{path} does not exist or is not a regular file ({exc.strerror})"
+    if data is None:
+        return None, f"{path} is not a regular file"
+    if len(data) > MAX_READ:
         return None, f"{path} is larger than {MAX_READ} bytes"
     try:
-        return target.read_text(encoding="utf-8"), ""
-    except (OSError, UnicodeDecodeError) as exc:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as exc:
         return None, f"{path} cannot be read as UTF-8 text: {exc}"
 
 
+def _is_link(path: Path) -> bool:
+    return path.is_symlink()  # for a clear message only: the opens below refuse links anyway
+
+
+def _read_regular(root: Path, parts: tuple[str, ...]) -> bytes | None:
+    """The first MAX_READ + 1 bytes of the regular file `root/parts...` (None: not a regular
+    file), never following a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            fd, parent = os.open(part, flags, dir_fd=fd), fd
+            os.close(parent)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_READ:
+            chunk = os.read(fd, MAX_READ + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _absent(root: Path, path: str) -> Check:
+    """Absent only when the lookup says so: a path the checks cannot look up (a directory made
+    unsearchable, say) is not thereby gone."""
+    try:
+        os.lstat(root / path)
+    except (FileNotFoundError, NotADirectoryError):
+        return Check(f"absent {path}", True)
+    except OSError as exc:
+        return Check(f"absent {path}", False, f"cannot tell: {exc.strerror}")
+    return Check(f"absent {path}", False)
+
+
 def _listing(root: Path) -> list[str]:
+    """Every file under `root` (links included, never followed); raises OSError when a
+    directory cannot be read rather than leave out what it holds."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):  # os.walk never follows symlinked dirs
+
+    def fail(exc: OSError) -> None:
+        raise exc
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=fail):  # os.walk never follows symlinked dirs
         rel = Path(dirpath).relative_to(root)
         found.extend(str(rel / name) if rel.parts else name for name in filenames)
         found.extend(str(rel / name) for name in dirnames if (Path(dirpath) / name).is_symlink())
