@@ -533,6 +533,7 @@ def test_public_names() -> None:
         "MCPEnvironment",
         "ToolCallError",
         "close",
+        "component_rewards",
         "dataset",
         "environment_class",
         "multimodal_content",
