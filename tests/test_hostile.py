@@ -177,3 +177,37 @@ def test_slowloris_cannot_starve_authorised_clients(cap: str) -> None:
     assert len(exhausted) <= 1 and not tracebacks
     if cap != "default":
         assert len(exhausted) == 1  # the premise of the second case: it did run out, and said so once
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", [("asyncio", {"use_uvloop": True})])
+async def test_the_connection_guard_serves_on_uvloop() -> None:
+    """Ray runs actors (and so `RayPool`'s servers) on uvloop, whose transports are not
+    subclasses of asyncio's: the guard serves there too, and still drops a head that never ends."""
+    import asyncio
+
+    import uvloop  # mcpgym[fast]; the test fails without it rather than skip
+
+    assert isinstance(asyncio.get_running_loop(), uvloop.Loop)  # the premise: served on uvloop
+    gym = mcpgym.GymServer(Counter)
+    ready, urls = anyio.Event(), list[str]()
+
+    def on_ready(url: str) -> None:
+        urls.append(url)
+        ready.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: gym.serve_http("127.0.0.1", 0, on_ready=on_ready, header_timeout=0.5))
+        with anyio.fail_after(30):
+            await ready.wait()
+            async with httpx2.AsyncClient() as http:
+                assert (await http.get(f"{urls[0]}/healthz")).json()["episodes"] == 0
+            async with mcpgym.connect(f"{urls[0]}/mcp") as env:
+                await env.reset()
+                assert (await env.call_tool("add", {"n": 1})).reward == 0.1
+            port = int(urls[0].rsplit(":", 1)[1])
+            async with await anyio.connect_tcp("127.0.0.1", port) as slow:
+                await slow.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # ... and the head never ends
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    await slow.receive()  # the server hangs up once the header timeout passes
+        tg.cancel_scope.cancel()

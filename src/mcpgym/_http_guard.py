@@ -23,7 +23,7 @@ import logging
 import resource
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger("mcpgym")
 
@@ -63,7 +63,10 @@ class GuardedProtocol(asyncio.Protocol):
         self._seen_cycle: object = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A cast, not an isinstance check: uvloop's transports (Ray runs actors on uvloop) have
+        # the whole Transport interface without subclassing asyncio's, and an exception here
+        # drops every connection before uvicorn sees it.
+        transport = cast(asyncio.Transport, transport)
         limits = self.limits
         if limits.open >= limits.max_connections:
             if not limits.waiting:
