@@ -21,7 +21,7 @@ import pytest
 
 import mcpgym
 from mcpgym.testing import transcript as _script
-from mcpgym.wrapping import FileCheck, Task, TaskFileError, Verify, WrapContext, load_tasks, wrap
+from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
 from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
@@ -31,12 +31,12 @@ pytestmark = pytest.mark.anyio
 SERVER = [sys.executable, str(HERE / "wrap_server.py")]
 
 FS_TASKS = [
-    Task(
+    TaskSpec(
         id="todo",
         prompt="Create notes/todo.md listing milk and eggs, one per line.",
         verify=Verify(files={"notes/todo.md": FileCheck(contains=["milk", "eggs"])}),
     ),
-    Task(
+    TaskSpec(
         id="rename",
         prompt="Rename every .txt file to .md.",
         files={"a.txt": "A", "b/c.txt": "C"},
@@ -234,7 +234,7 @@ async def test_host_secrets_under_etc_are_hidden(sandboxed: None) -> None:
 async def test_no_network_unless_the_task_allows_it(sandboxed: None) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    tasks = [Task(id="offline", prompt=""), Task(id="online", prompt="", network=True)]
+    tasks = [TaskSpec(id="offline", prompt=""), TaskSpec(id="online", prompt="", network=True)]
     Env = wrap(SERVER, tasks=tasks, tools=["dial"])
     try:
         async with mcpgym.connect(Env) as env:
@@ -354,8 +354,8 @@ async def test_task_files_are_never_written_through_a_link_the_server_planted(tm
     victim.write_text("host file")
     (tmp_path / "dir").mkdir()
     tasks = [
-        Task(id="file", prompt="", files={"notes.txt": "seed"}),
-        Task(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
+        TaskSpec(id="file", prompt="", files={"notes.txt": "seed"}),
+        TaskSpec(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
     ]
     for task, target in (("file", victim), ("dir", tmp_path / "dir")):
         name = "notes.txt" if task == "file" else "sub"
@@ -417,7 +417,7 @@ async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
 async def test_a_refused_last_call_still_earns_the_final_state() -> None:
     # SDKs answer invalid arguments with a JSON-RPC error: that call is a step all the same, and
     # when it is the last one the limit allows, the state the episode ends in is what it earns.
-    task = Task(
+    task = TaskSpec(
         id="half",
         prompt="",
         partial=True,
@@ -609,7 +609,7 @@ def test_task_files_are_validated_with_line_numbers(tmp_path: Path) -> None:
 def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
     from mcpgym._wrap._verify import MAX_READ, verify
 
-    task = Task(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
+    task = TaskSpec(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
     outside = tmp_path / "outside.txt"
     outside.write_text("ok")
     ws = tmp_path / "ws"
@@ -618,15 +618,15 @@ def test_the_verifier_cannot_be_fooled(tmp_path: Path) -> None:
     assert verify(task, ws).value == 0.0
     (ws / "out.txt").unlink()
     (ws / "d").symlink_to(tmp_path)  # nor is a path through a linked directory
-    linked = Task(id="t", prompt="", verify=Verify(files={"d/outside.txt": FileCheck(contains=["ok"])}))
+    linked = TaskSpec(id="t", prompt="", verify=Verify(files={"d/outside.txt": FileCheck(contains=["ok"])}))
     assert verify(linked, ws).value == 0.0
     (ws / "out.txt").write_text("x" * MAX_READ + "ok")  # too big to read: fails, never truncated
     assert verify(task, ws).value == 0.0
     (ws / "out.txt").write_text("ok")
     assert verify(task, ws).value == 1.0
-    empty = Task(id="e", prompt="")
+    empty = TaskSpec(id="e", prompt="")
     assert verify(empty, ws).value == 0.0  # a task with no checks is never "solved"
-    partial = Task(
+    partial = TaskSpec(
         id="p",
         prompt="",
         partial=True,
@@ -640,7 +640,7 @@ async def test_the_verifier_tests_what_it_reads(tmp_path: Path, monkeypatch: pyt
     # a link or a FIFO by the time it is read. Simulated here by tests that always pass.
     from mcpgym._wrap._verify import verify
 
-    task = Task(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
+    task = TaskSpec(id="t", prompt="", verify=Verify(files={"out.txt": FileCheck(contains=["ok"])}))
     outside = tmp_path / "outside.txt"
     outside.write_text("ok")
     ws = tmp_path / "ws"
@@ -683,9 +683,9 @@ def test_what_the_verifier_cannot_read_never_passes(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(os, "lstat", lstat)
     monkeypatch.setattr(os, "scandir", scandir)
-    gone = Task(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
+    gone = TaskSpec(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
     assert verify(gone, ws).value == 0.0
-    only = Task(id="o", prompt="", verify=Verify(only=["*.md"]))
+    only = TaskSpec(id="o", prompt="", verify=Verify(only=["*.md"]))
     score = verify(only, ws)
     assert score.value == 0.0 and "cannot list" in score.checks[0].detail
 
@@ -699,12 +699,12 @@ async def test_the_default_rubric_reads_files_off_the_event_loop(monkeypatch: py
 
     threads: list[int] = []
 
-    def spy(task: Task, workspace: Path) -> WrapScore:
+    def spy(task: TaskSpec, workspace: Path) -> WrapScore:
         threads.append(threading.get_ident())
         return WrapScore(1.0)
 
     monkeypatch.setattr(_rubric, "verify", spy)
-    await evaluate(default_rubric, WrapContext(Task(id="t", prompt=""), Path("/nonexistent")))
+    await evaluate(default_rubric, WrapContext(TaskSpec(id="t", prompt=""), Path("/nonexistent")))
     assert threads and threads[0] != threading.get_ident()
 
 
@@ -759,3 +759,29 @@ async def test_the_filesystem_example_runs_as_written() -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert "[in-process] mean return 1.00" in out and "[http+tidy] mean return 1.00" in out
     assert out.count("return=1.00 done=True") == 8
+
+
+async def test_the_task_file_is_the_catalog_and_nothing_graded_is_in_it(fs_env: Any) -> None:
+    tasks = await mcpgym.list_tasks(fs_env)
+    assert [(t.id, t.prompt, t.options) for t in tasks] == [(s.id, s.prompt, {"task_id": s.id}) for s in FS_TASKS]
+    shown = json.dumps([t.model_dump() for t in tasks])
+    assert "verify" not in shown and "equals" not in shown and "files" not in shown
+
+
+async def test_a_component_rubric_scores_a_wrapped_episode() -> None:
+    from mcpgym import rubrics
+
+    graded = wrap(
+        [str(FILESYSTEM), "{workspace}"],
+        tasks=FS_TASKS,
+        max_steps=4,
+        rubric=rubrics.Rubric(
+            {"task": rubrics.final("solved"), "calls": rubrics.step_rubric(lambda step: -0.01)},
+            weights={"task": 1.0, "calls": 1.0},
+        ),
+    )
+    async with mcpgym.connect(graded) as env:
+        steps = await _solve(env, "todo")
+    assert steps[-1].done and steps[-1].components["task"] == 1.0
+    assert [s.components["calls"] for s in steps] == [-0.01, -0.01]
+    assert sum(s.reward for s in steps) == pytest.approx(1.0 - 0.02)

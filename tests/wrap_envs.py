@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 import mcpgym
-from mcpgym.wrapping import Task, Verify, WrapContext
+from mcpgym.wrapping import TaskSpec, Verify, WrapContext
 
 HERE = Path(__file__).resolve().parent
 FILESYSTEM = HERE / "wrapped" / "node_modules" / ".bin" / "mcp-server-filesystem"
 """The official filesystem server from npm, pinned by tests/wrapped/package-lock.json."""
 
 COUNTER_TASKS = [
-    Task(id="reach-3", prompt="Bring the counter to 3.", verify=Verify()),
+    TaskSpec(id="reach-3", prompt="Bring the counter to 3.", verify=Verify()),
 ]
 
 

@@ -2,7 +2,7 @@
 
 ```python
 import mcpgym
-from mcpgym.wrapping import Task, Verify, FileCheck
+from mcpgym.wrapping import TaskSpec, Verify, FileCheck
 
 Env = mcpgym.wrap(["npx", "@modelcontextprotocol/server-filesystem", "{workspace}"], tasks="tasks.jsonl")
 ```
@@ -15,8 +15,8 @@ from mcpgym._wrap import (
     FileCheck,
     Sandbox,
     Score,
-    Task,
     TaskFileError,
+    TaskSpec,
     Verify,
     WrapContext,
     WrappedEnvironment,
@@ -31,8 +31,8 @@ __all__ = [
     "FileCheck",
     "Sandbox",
     "Score",
-    "Task",
     "TaskFileError",
+    "TaskSpec",
     "Verify",
     "WrapContext",
     "WrappedEnvironment",

@@ -7,7 +7,7 @@ across requests). Nothing in the core imports it except `mcpgym/__init__` and th
 from mcpgym._wrap._environment import WrappedEnvironment, wrap
 from mcpgym._wrap._rubric import CallRecord, WrapContext
 from mcpgym._wrap._sandbox import Sandbox
-from mcpgym._wrap._tasks import FileCheck, Task, TaskFileError, Verify, load_tasks
+from mcpgym._wrap._tasks import FileCheck, TaskFileError, TaskSpec, Verify, load_tasks
 from mcpgym._wrap._verify import Check, Score, verify
 
 __all__ = [
@@ -16,8 +16,8 @@ __all__ = [
     "FileCheck",
     "Sandbox",
     "Score",
-    "Task",
     "TaskFileError",
+    "TaskSpec",
     "Verify",
     "WrapContext",
     "WrappedEnvironment",

@@ -35,18 +35,20 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
+from mcpgym._catalog import Task
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
 from mcpgym._tools import ToolSpec
 from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox
-from mcpgym._wrap._tasks import Task, load_tasks
+from mcpgym._wrap._tasks import TaskSpec, load_tasks
 from mcpgym._wrap._verify import Score
+from mcpgym.rubrics import Rubric as ComponentRubric
 
 logger = logging.getLogger("mcpgym.wrap")
 
-_NO_TASK = Task(id="open", prompt="")
+_NO_TASK = TaskSpec(id="open", prompt="")
 """The task of a wrapped server given no task file: a fresh server per episode, no reward."""
 
 
@@ -79,7 +81,7 @@ class WrapConfig:
     """Everything one wrapped environment class was built with."""
 
     launcher: Launcher
-    tasks: tuple[Task, ...]
+    tasks: tuple[TaskSpec, ...]
     rubric: Rubric | None
     upstream: dict[str, str]
     """Our tool name -> the wrapped server's."""
@@ -94,7 +96,7 @@ class WrappedEnvironment(Environment):
     config: ClassVar[WrapConfig]
     max_steps = 32
 
-    task: Task
+    task: TaskSpec
     instance: Instance
     context: WrapContext
     last_score: Score | None = None
@@ -119,7 +121,7 @@ class WrappedEnvironment(Environment):
             "sandbox": config.launcher.sandbox.report(),
         }
 
-    def _pick(self, options: dict[str, Any] | None) -> Task:
+    def _pick(self, options: dict[str, Any] | None) -> TaskSpec:
         tasks = self.config.tasks
         wanted = (options or {}).get("task_id")
         if wanted is None:
@@ -207,6 +209,9 @@ class WrappedEnvironment(Environment):
 
     async def _settle(self) -> None:
         score = await self._score()
+        # For an `mcpgym.rubrics.Rubric` on the class: the state's score, as named facts.
+        self.signal("score", score.value)
+        self.signal("solved", 1.0 if score.solved else 0.0)
         if score.solved:
             self.finish(reward=score.value)
         elif self.max_steps is not None and self.calls_made >= self.max_steps:
@@ -221,6 +226,14 @@ class WrappedEnvironment(Environment):
             why = exc if isinstance(exc, MCPError) else f"no answer within {self.config.launcher.call_timeout:g}s"
             raise ToolError(f"Scoring needed the wrapped server, which failed ({why}); the episode ends") from None
         return self.last_score
+
+    def catalog(self) -> Sequence[Task]:
+        """The task file's tasks (id and prompt only: the checks and files stay with the grader)."""
+        return [
+            Task(id=spec.id, prompt=spec.prompt, title=spec.id, options={"task_id": spec.id})
+            for spec in self.config.tasks
+            if spec is not _NO_TASK
+        ]
 
     def state_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"sandbox": self.config.launcher.sandbox.report()}
@@ -296,8 +309,8 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
 def wrap(
     command: str | Sequence[str],
     *,
-    tasks: str | Path | Sequence[Task] | None = None,
-    rubric: Rubric | None = None,
+    tasks: str | Path | Sequence[TaskSpec] | None = None,
+    rubric: Rubric | ComponentRubric | None = None,
     tools: Sequence[str] | None = None,
     warm: int = 0,
     isolation: Isolation = "auto",
@@ -310,8 +323,11 @@ def wrap(
 ) -> type[WrappedEnvironment]:
     """An environment class whose episodes each run a fresh instance of the MCP server `command`.
 
-    `tasks`: a JSONL file (or Task objects) supplying each episode's prompt, starting files and
-    checks; `rubric`: a callable scoring the episode's state (default: the task's checks);
+    `tasks`: a JSONL file (or TaskSpec objects) supplying each episode's prompt, starting files and
+    checks; `rubric`: a callable scoring the episode's state (default: the task's checks), or an
+    `mcpgym.rubrics.Rubric` of named components, which then scores every step and the whole
+    trajectory (the state's score reaches it as the environment's reward and as the signals
+    `score` and `solved`);
     `tools`: which wrapped tools to expose, `"name"` or `"name=new_name"` (default: all);
     `warm`: instances kept started ahead of resets; `finish_tool`: a tool name that, if given,
     ends the episode when the agent calls it (scored then, instead of after every step).
@@ -340,11 +356,14 @@ def wrap(
             raise ValueError(f"finish_tool {finish_tool!r} clashes with a wrapped tool of that name")
         upstream[finish_tool] = finish_tool
         exposed.append(types.Tool(name=finish_tool, description="Declare the task done.", input_schema=_EMPTY))
-    config = WrapConfig(launcher, task_list, rubric, upstream, warm, finish_tool, tuple(exposed))
+    components = rubric if isinstance(rubric, ComponentRubric) else None
+    state_rubric = None if components is not None else cast("Rubric | None", rubric)
+    config = WrapConfig(launcher, task_list, state_rubric, upstream, warm, finish_tool, tuple(exposed))
     cls_name = name or _class_name(argv)
     namespace: dict[str, Any] = {
         "config": config,
         "max_steps": max_steps,
+        "rubric": components,
         "__doc__": f"The MCP server `{shlex.join(argv)}`, one fresh instance per episode.",
         # The caller's module, as namedtuple does: then `module:Name` finds the class again (in
         # `mcpgym serve`, a child process, an unpickled factory) when the caller keeps the name.

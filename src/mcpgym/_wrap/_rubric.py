@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-from mcpgym._wrap._tasks import Task
+from mcpgym._wrap._tasks import TaskSpec
 from mcpgym._wrap._verify import Check, Score, verify
 
 
@@ -35,7 +35,7 @@ class CallRecord:
 class WrapContext:
     """The episode as a rubric sees it."""
 
-    task: Task
+    task: TaskSpec
     workspace: Path
     """The episode's workspace on the host (the wrapped server sees the same path)."""
     calls: list[CallRecord] = field(default_factory=list)

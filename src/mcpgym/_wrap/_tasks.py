@@ -49,8 +49,10 @@ class Verify(BaseModel):
         return value
 
 
-class Task(BaseModel):
-    """One task: what the agent is asked, the files its workspace starts with, how it is scored."""
+class TaskSpec(BaseModel):
+    """One task, as a task file defines it: what the agent is asked, the files its workspace
+    starts with, and how it is scored. Only `id` and `prompt` are ever shown (as an
+    `mcpgym.Task` in the catalog); `files`, `verify` and `data` stay with the grader."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -86,7 +88,7 @@ class TaskFileError(ValueError):
     """A task file that cannot be used, with where and why."""
 
 
-def load_tasks(path: str | Path) -> list[Task]:
+def load_tasks(path: str | Path) -> list[TaskSpec]:
     """Read a JSONL task file; an error names the file, the line and the field."""
     source = Path(path)
     try:
@@ -104,12 +106,12 @@ def load_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
-def _parse(source: Path, lines: Iterable[tuple[int, str]]) -> Iterable[Task]:
+def _parse(source: Path, lines: Iterable[tuple[int, str]]) -> Iterable[TaskSpec]:
     for number, line in lines:
         if not line.strip():
             continue
         try:
-            yield Task.model_validate(json.loads(line))
+            yield TaskSpec.model_validate(json.loads(line))
         except json.JSONDecodeError as exc:
             raise TaskFileError(f"{source}:{number}: not JSON: {exc.msg} (column {exc.colno})") from None
         except ValidationError as exc:

@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from mcpgym._wrap._tasks import FileCheck, Task
+from mcpgym._wrap._tasks import FileCheck, TaskSpec
 
 MAX_READ = 8 << 20
 """Largest file a check reads (bytes); a larger one fails its checks, it is never truncated."""
@@ -44,7 +44,7 @@ class Score:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
 
-def verify(task: Task, workspace: Path) -> Score:
+def verify(task: TaskSpec, workspace: Path) -> Score:
     """Score `workspace` against `task.verify`: 1.0 when every check passes, else 0.0 (or the
     fraction passed when `task.partial`)."""
     root = workspace.resolve()
