@@ -167,8 +167,8 @@ def test_k8s_runs_the_echo_image_as_its_user_with_its_command() -> None:
     command = exec_form(echo.last("CMD"))  # type: ignore[arg-type]
     assert container["args"][: len(command)] == command  # the image's command, plus --allowed-host
     assert container["securityContext"]["runAsUser"] == int(echo.last("USER").args)  # type: ignore[union-attr]
-    token = next(e for e in container["env"] if e["name"] == "MCPGYM_TOKEN")
-    assert token["valueFrom"]["secretKeyRef"]["optional"] is True
+    (token,) = [e for e in container["env"] if e["name"] == "MCPGYM_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["optional"] is False  # bound beyond loopback: a token is required
 
 
 def _shipped_commands() -> list[tuple[str, list[str]]]:
