@@ -229,3 +229,16 @@ async def test_healthz_tells_load_only_to_clients_that_may_use_the_server() -> N
             assert probe.status_code == 200 and probe.json() == {"status": "ok"}
         full = (await http.get(f"{base}/healthz", headers=token)).json()
         assert full["environment"] == "Counter" and full["episodes"] == 0 and full["max_episodes"] == 10_000
+
+
+def test_served_connections_send_small_answers_at_once() -> None:
+    import socket
+
+    from mcpgym._http import listen
+
+    # Without TCP_NODELAY (asyncio only sets it for IPPROTO_TCP sockets, which create_server's
+    # are not), every small HTTP answer waited ~40 ms for the client's delayed ACK.
+    with listen("127.0.0.1", 0) as sock:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        with socket.create_connection(sock.getsockname()) as client, sock.accept()[0] as accepted:
+            assert client and accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
