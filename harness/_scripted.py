@@ -29,7 +29,6 @@ import contextlib
 import functools
 import json
 import re
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -41,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mcpgym._http import UvicornServer
+from mcpgym._http import UvicornServer, listen
 
 Reply = dict[str, Any]
 MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky", "judge", "judge-malformed", "judge-flaky")
@@ -204,8 +203,7 @@ def _canonical() -> dict[str, tuple[str, str]]:
 async def serve(endpoint: ScriptedEndpoint | None = None) -> AsyncIterator[str]:
     """Serve a scripted endpoint on 127.0.0.1:<free port>; yields its base URL (`.../v1`)."""
     endpoint = endpoint if endpoint is not None else ScriptedEndpoint()
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+    with listen("127.0.0.1", 0) as sock:  # TCP_NODELAY: no delayed-ACK wait per answer
         server = UvicornServer(uvicorn.Config(endpoint.app(), log_level="warning", lifespan="off"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -21,7 +20,7 @@ from starlette.types import ASGIApp
 
 from mcpgym._connect import Target
 from mcpgym._environment import Environment
-from mcpgym._http import UvicornServer
+from mcpgym._http import UvicornServer, listen
 from mcpgym._server import GymServer
 
 Door = Literal["inprocess", "memory", "stdio", "http", "shared-http"]
@@ -31,9 +30,7 @@ DOORS: tuple[Door, ...] = ("inprocess", "memory", "stdio", "http", "shared-http"
 @contextlib.asynccontextmanager
 async def serve_app(app: ASGIApp) -> AsyncIterator[str]:
     """Serve an ASGI app on 127.0.0.1:<free port> in this event loop; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listen("127.0.0.1", 0)  # TCP_NODELAY set, as `mcpgym serve` has it
     port = sock.getsockname()[1]
     server = UvicornServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
     try:
