@@ -49,7 +49,7 @@ if [ "${1:-}" = "--test" ]; then
   # 2.13's CPU build, ray 2.60) exist here for 3.11 only, so scripts/test.sh runs them there.
   newest=$(find_python "$NEWEST")
   [ -x .venv-$NEWEST/bin/python ] || "$newest" -m venv .venv-$NEWEST
-  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast]"
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning]"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).

@@ -156,6 +156,7 @@ async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
         await harness.rollout(Blackjack, stand, tasks=[])
 
 
+@pytest.mark.trl  # needs the trl extra (datasets / transformers): run on 3.11 only
 def test_trl_dataset_draws_rows_from_the_catalog() -> None:
     import mcpgym.trl
 

@@ -90,6 +90,7 @@ def _venv(where: Path) -> Path:
     return python
 
 
+@pytest.mark.trl  # the scaffold's own tests include the TRL schema round trip (the trl extra)
 @pytest.mark.timeout(600)
 def test_a_new_author_goes_from_nothing_to_a_served_tested_environment(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

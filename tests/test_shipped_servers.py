@@ -93,6 +93,7 @@ async def test_harness_config_launches_the_server(module: str, tmp_path: Path) -
         assert {t.name for t in await client.list_tools()} == TOOLS[module]
 
 
+@pytest.mark.trl  # needs the trl extra (datasets / transformers): run on 3.11 only
 def test_the_new_servers_are_in_the_trl_schema_round_trip() -> None:
     from tests.test_trl import SERVERS
 

@@ -282,7 +282,9 @@ def environment_class(
         target = target.target
     tools, server_name, instructions = runtime.run(_discover, target, connect_options)
     namespace: dict[str, Any] = {
-        "_target": target,
+        # A partial as a plain class attribute becomes a method descriptor in newer Pythons
+        # (3.13 warns): staticmethod keeps it the object itself.
+        "_target": staticmethod(target) if isinstance(target, functools.partial) else target,
         "_connect_options": dict(connect_options),
         "_option_columns": tuple(option_columns),
         "_instructions": instructions,
