@@ -26,11 +26,12 @@ from mcpgym.harness.types import Trajectory
 COMMANDS = ("rollout", "harness")
 
 _ROLLOUT_EPILOG = """\
-TARGET is an environment: servers.coding (a module with one Environment class), servers.echo:Echo,
-http://127.0.0.1:8000/mcp, or a command such as "python -m servers.coding".
+TARGET is an environment: mcpgym.servers.coding (a module with one Environment class),
+mcpgym.servers.echo:Echo, http://127.0.0.1:8000/mcp, or a command such as
+"python -m mcpgym.servers.coding".
 
 example (a vLLM server started with `vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes`):
-  mcpgym rollout servers.coding --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 \\
+  mcpgym rollout mcpgym.servers.coding --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 \\
       --episodes 32 --concurrency 8 --out runs/x.jsonl
 """
 

@@ -239,15 +239,17 @@ def register(sub: Any) -> None:
         help="print (or --write) the config block that makes a client launch or reach TARGET",
         description="Print the mcpServers block that makes CLIENT launch TARGET over stdio (or reach it at --url). "
         "--write merges it into the client's config file, keeping every other entry (the old file is kept as .bak).",
-        epilog="examples:\n  mcpgym harness config claude-code servers.coding --write\n"
-        "  mcpgym harness config claude-desktop servers.coding --record runs/claude\n"
-        "  mcpgym harness config mcp-json servers.echo:Echo --url http://127.0.0.1:8000/mcp\n"
-        "  mcpgym harness config claude-code servers.coding --server-args='--partial-credit'",
+        epilog="examples:\n  mcpgym harness config claude-code mcpgym.servers.coding --write\n"
+        "  mcpgym harness config claude-desktop mcpgym.servers.coding --record runs/claude\n"
+        "  mcpgym harness config mcp-json mcpgym.servers.echo:Echo --url http://127.0.0.1:8000/mcp\n"
+        "  mcpgym harness config claude-code mcpgym.servers.coding --server-args='--partial-credit'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("client", choices=CLIENTS)
     c.add_argument(
-        "target", metavar="TARGET", help="servers.coding, servers.echo:Echo, path/to/env.py, a command, or a URL"
+        "target",
+        metavar="TARGET",
+        help="mcpgym.servers.coding, mcpgym.servers.echo:Echo, path/to/env.py, a command, or a URL",
     )
     c.add_argument(
         "--server-args",
