@@ -3,6 +3,7 @@ it; a checkout's `servers` and `harness` are aliases of the very same modules (r
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
@@ -29,7 +30,18 @@ def _clean_env() -> dict[str, str]:
 def test_the_wheel_installs_only_mcpgym_and_runs_every_shipped_server(tmp_path: Path) -> None:
     wheels, outside = tmp_path / "wheels", tmp_path / "elsewhere"
     outside.mkdir()
-    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", wheels, REPO]
+    build: list[str | Path] = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        wheels,
+        REPO,
+    ]
     subprocess.run(build, check=True, env=_clean_env(), capture_output=True)
     (wheel,) = wheels.glob("mcpgym-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -38,7 +50,7 @@ def test_the_wheel_installs_only_mcpgym_and_runs_every_shipped_server(tmp_path: 
 
     python = borrowing_venv(tmp_path / "venv")
     bin_ = python.parent
-    install = [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel]
+    install: list[str | Path] = [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel]
     subprocess.run(install, check=True, env=_clean_env(), capture_output=True)
     site = purelib(python)
     assert (site / "mcpgym").is_dir() and not {"servers", "harness"} & {p.name for p in site.iterdir()}
@@ -78,18 +90,14 @@ def test_the_wheel_installs_only_mcpgym_and_runs_every_shipped_server(tmp_path: 
 
 def test_a_checkout_aliases_servers_and_harness_to_the_same_modules() -> None:
     """One module under two names would mean two sets of state and classes failing isinstance."""
-    import harness.config
-    import servers.echo
-    from servers.echo import Echo
-
-    import harness
     import mcpgym.harness.config
     import mcpgym.servers.echo
 
-    assert harness is mcpgym.harness and harness.config is mcpgym.harness.config
-    assert servers.echo is mcpgym.servers.echo and Echo is mcpgym.servers.echo.Echo
-    assert isinstance(Echo(), mcpgym.servers.echo.Echo)
-    assert servers.echo.__spec__ is not None and servers.echo.__spec__.name == "mcpgym.servers.echo"
+    # By name: mypy sees the real packages only (the aliases are made at import time).
+    harness, config, echo = map(importlib.import_module, ("harness", "harness.config", "servers.echo"))
+    assert harness is mcpgym.harness and config is mcpgym.harness.config and echo is mcpgym.servers.echo
+    assert isinstance(echo.Echo(), mcpgym.servers.echo.Echo)
+    assert echo.__spec__ is not None and echo.__spec__.name == "mcpgym.servers.echo"
     assert sys.modules["servers.echo"] is sys.modules["mcpgym.servers.echo"]
 
 

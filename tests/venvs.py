@@ -22,5 +22,5 @@ def borrowing_venv(where: Path) -> Path:
 
 def purelib(python: Path) -> Path:
     """The site-packages directory `python` installs into."""
-    argv = [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    argv: list[str | Path] = [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     return Path(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip())
