@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -76,6 +77,14 @@ async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_pa
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path)
     async with mcpgym.connect(params) as env:
         assert "submit" in {t.name for t in await env.list_tools()}
+
+
+def test_a_spec_naming_a_short_name_gets_the_checkout_root_even_once_the_alias_is_imported(tmp_path: Path) -> None:
+    importlib.import_module("servers.echo")  # now sys.modules["servers"] is mcpgym.servers (mcpgym._alias)
+    spec = tmp_path / "mcpgym.yaml"
+    spec.write_text("environment: servers.echo:Echo\n")
+    argv, env = config.launch(str(spec))
+    assert argv[1:] == ["-m", "mcpgym", "serve", str(spec)] and env == {"PYTHONPATH": REPO}  # where `servers` is
 
 
 def test_each_client_gets_its_own_shape() -> None:

@@ -23,6 +23,7 @@ its real name: a checkout's `servers.coding` (an alias, mcpgym._alias) is writte
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -217,10 +218,14 @@ def _has_main(module: str) -> bool:
 def _import_root(module: str) -> str | None:
     """The sys.path entry `module` is imported from, unless it is site-packages (always on the path)."""
     top = module.partition(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
+    # Where a fresh process finds `top` on sys.path: an alias's own directory (a checkout's root
+    # for `servers`), not that of the package it stands for once imported here (mcpgym._alias).
+    spec = importlib.machinery.PathFinder.find_spec(top)
+    if spec is None:  # found by another finder (an editable install's, say)
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
     if spec is None or spec.origin is None:
         raise ConfigError(f"cannot find the module {module!r} from {os.getcwd()}: run this where it imports")
     location = Path(spec.origin).resolve().parent
