@@ -218,5 +218,5 @@ def test_a_module_with_several_environments_names_its_default() -> None:
     from mcpgym._target import parse
     from mcpgym.servers.coding import Coding, GradedCoding
 
-    assert GradedCoding.__module__.startswith("servers.coding")  # the premise: two classes there
+    assert GradedCoding.__module__.startswith("mcpgym.servers.coding")  # the premise: two classes there
     assert parse("servers.coding").value is Coding  # servers.coding.__mcpgym_environment__
