@@ -35,8 +35,8 @@ from pathlib import Path
 import anyio
 
 import mcpgym
-from servers.coding import Coding
-from servers.coding._environment import default_sandbox, humaneval_tasks
+from mcpgym.servers.coding import Coding
+from mcpgym.servers.coding._environment import default_sandbox, humaneval_tasks
 
 TARGET = 0.8  # ours / theirs wall time (issue #3 asked for <= 1.0; the zygote gives headroom)
 

@@ -24,8 +24,8 @@ from typing import Any
 import anyio
 
 import mcpgym
-from servers.coding import Coding
-from servers.coding._environment import default_sandbox, humaneval_tasks
+from mcpgym.servers.coding import Coding
+from mcpgym.servers.coding._environment import default_sandbox, humaneval_tasks
 
 TASK = "HumanEval/0"
 

@@ -21,8 +21,8 @@ import anyio
 
 import mcpgym
 from mcpgym import CallToolAction
-from servers.reasoning import Mix, Reasoning
-from servers.reasoning._tasks import score
+from mcpgym.servers.reasoning import Mix, Reasoning
+from mcpgym.servers.reasoning._tasks import score
 
 
 async def episodes(mix: Mix, task_ids: list[str]) -> float:

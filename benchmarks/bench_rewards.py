@@ -25,8 +25,8 @@ import anyio
 import mcp_types as types
 
 import mcpgym
-from harness import _scripted
 from mcpgym import CallToolAction, rubrics
+from mcpgym.harness import _scripted
 
 STEP_TARGET_US = 2.0
 

@@ -28,7 +28,7 @@ from mcp.server.mcpserver import MCPServer
 
 import mcpgym
 from mcpgym._process import terminate
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -17,7 +17,7 @@ import anyio
 
 import mcpgym
 from mcpgym import CallToolAction
-from servers.echo import WORDS, Echo
+from mcpgym.servers.echo import WORDS, Echo
 
 
 async def play(target: mcpgym.Target, episodes: int, label: str) -> None:

@@ -45,7 +45,7 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 
 import mcpgym.trl
 from examples.grpo_trl_echo import build_model, build_tokenizer, render
-from servers.blackjack import Blackjack
+from mcpgym.servers.blackjack import Blackjack
 
 
 def table(observation: Any) -> str | None:

@@ -28,7 +28,7 @@ from trl.trainer.grpo_config import GRPOConfig
 from trl.trainer.grpo_trainer import GRPOTrainer
 
 import mcpgym.trl
-from servers.coding import Coding, load_tasks
+from mcpgym.servers.coding import Coding, load_tasks
 
 
 def task_text(observation: Any) -> str:

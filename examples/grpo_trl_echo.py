@@ -30,7 +30,7 @@ from trl.trainer.grpo_config import GRPOConfig
 from trl.trainer.grpo_trainer import GRPOTrainer
 
 import mcpgym.trl
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]

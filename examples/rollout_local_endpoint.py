@@ -22,8 +22,8 @@ from pathlib import Path
 
 import anyio
 
-import harness
-from harness import _scripted
+from mcpgym import harness
+from mcpgym.harness import _scripted
 
 
 @contextlib.asynccontextmanager

@@ -24,7 +24,7 @@ import anyio
 
 import mcpgym
 from mcpgym import CallToolAction
-from servers.blackjack import Blackjack
+from mcpgym.servers.blackjack import Blackjack
 
 Policy = Callable[[dict[str, Any], random.Random], str]
 """(the table as the player sees it, an RNG) -> the tool to call: "hit" or "stand"."""

@@ -1,49 +1,9 @@
-"""harness: agent harnesses over mcpgym environments.
+"""`harness` in a checkout is `mcpgym.harness` (the wheel ships only the `mcpgym` namespace).
 
-Two halves, one record:
-
-- **Policy side** (`rollout`, `run_episode`, `OpenAIPolicy`): a tool-calling agent loop that
-  plays any mcpgym environment target with any async policy, e.g. an OpenAI-compatible
-  chat-completions endpoint (vLLM, SGLang, llama.cpp, hosted APIs), many episodes at once,
-  every episode kept as a typed `Trajectory`.
-- **Existing harnesses** (`harness.config`): the configuration block that makes Claude Code,
-  Claude Desktop or any `mcpServers`-style client launch or reach an environment server.
-
-```python
-async with harness.OpenAIPolicy("http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B") as policy:
-    trajectories = await harness.rollout("servers.coding", policy, episodes=32, concurrency=8)
-```
-
-CLI: `mcpgym rollout ...` and `mcpgym harness config ...`. See rfcs/0005-harness.md.
+Kept so a clone's `import harness` and `harness.rollout(...)` work as they always have; every
+`harness.X` is the same module object as `mcpgym.harness.X` (mcpgym._alias).
 """
 
-from harness.errors import ConfigError, EndpointError, EndpointTimeout, HarnessError
-from harness.openai import OpenAIPolicy
-from harness.policy import Policy, openai_tools, tool_call
-from harness.retry import Backoff
-from harness.rollout import SYSTEM_PROMPT, read_rollout, rollout, run_episode
-from harness.types import AssistantTurn, Message, Step, ToolCall, ToolSpec, Trajectory, Turn, Usage
+from mcpgym._alias import alias_package
 
-__all__ = [
-    "SYSTEM_PROMPT",
-    "AssistantTurn",
-    "Backoff",
-    "ConfigError",
-    "EndpointError",
-    "EndpointTimeout",
-    "HarnessError",
-    "Message",
-    "OpenAIPolicy",
-    "Policy",
-    "Step",
-    "ToolCall",
-    "ToolSpec",
-    "Trajectory",
-    "Turn",
-    "Usage",
-    "openai_tools",
-    "read_rollout",
-    "rollout",
-    "run_episode",
-    "tool_call",
-]
+alias_package(__name__, "mcpgym.harness")

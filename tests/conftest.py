@@ -14,8 +14,8 @@ from mcp.client.stdio import get_default_environment
 
 import mcpgym
 from mcpgym import testing
+from mcpgym.servers.echo import Echo
 from mcpgym.testing import DOORS, Door, serve_app, serve_gym
-from servers.echo import Echo
 
 __all__ = ["DOORS", "door", "serve_app", "serve_gym"]
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 import mcpgym
 from mcpgym import CallToolAction, ListToolsAction
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.envs import CLOSED, Counter
 
 EXPORTED = {

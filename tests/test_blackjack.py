@@ -13,9 +13,9 @@ import pytest
 
 import mcpgym
 from mcpgym import CallToolAction
+from mcpgym.servers.blackjack import Blackjack
+from mcpgym.servers.blackjack._game import Game, total
 from mcpgym.testing import transcripts as _transcripts
-from servers.blackjack import Blackjack
-from servers.blackjack._game import Game, total
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parent.parent

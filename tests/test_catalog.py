@@ -13,13 +13,13 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-import harness
 import mcpgym
+from mcpgym import harness
 from mcpgym._catalog import PAGE_SIZE, TASK_KEY
-from servers.blackjack import Blackjack
-from servers.blackjack._game import Game
-from servers.coding import Coding, load_tasks
-from servers.echo import Echo
+from mcpgym.servers.blackjack import Blackjack
+from mcpgym.servers.blackjack._game import Game
+from mcpgym.servers.coding import Coding, load_tasks
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_gym
 
 pytestmark = pytest.mark.anyio
@@ -141,8 +141,8 @@ async def test_list_tasks_is_the_same_in_process_and_over_mcp() -> None:
 
 
 async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
-    from harness.policy import tool_call
-    from harness.types import AssistantTurn, Message, ToolSpec
+    from mcpgym.harness.policy import tool_call
+    from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
 
     async def stand(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
         return AssistantTurn(tool_calls=[tool_call(f"c{len(messages)}", "stand", {})])
@@ -181,7 +181,7 @@ async def test_listing_a_shared_instance_leaves_its_episode_alone() -> None:
 
 
 async def test_the_rollout_cli_plays_the_catalog(tmp_path: Path) -> None:
-    from harness import _scripted
+    from mcpgym.harness import _scripted
     from tests.conftest import serve_app
 
     out = tmp_path / "x.jsonl"

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 import mcpgym
-import servers
+from mcpgym import servers
 from mcpgym._check import EnvironmentCheckError
+from mcpgym.servers.echo import Echo
 from mcpgym.testing import environments_in
-from servers.echo import Echo
 
 
 def test_there_are_servers_to_check() -> None:

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 import mcpgym
-from servers.coding import Coding, Limits, Sandbox, load_tasks
-from servers.coding.__main__ import configure, parser
+from mcpgym.servers.coding import Coding, Limits, Sandbox, load_tasks
+from mcpgym.servers.coding.__main__ import configure, parser
 from tests.coding.helpers import QUICK, coding, is_root, processes_of
 
 
@@ -309,7 +309,7 @@ async def test_an_agent_that_never_resets_can_read_its_task(task_id: str) -> Non
     for a leak of the hidden `check` function."""
     from mcp import Client
 
-    from servers.coding._environment import humaneval_tasks
+    from mcpgym.servers.coding._environment import humaneval_tasks
 
     task = humaneval_tasks()[task_id]
     server = mcpgym.GymServer(coding(tasks={task_id: task}))
@@ -325,7 +325,7 @@ async def test_an_agent_that_never_resets_can_read_its_task(task_id: str) -> Non
 @pytest.mark.anyio
 async def test_a_rubric_scores_partial_credit_length_and_the_hack_gate(task_file: Path) -> None:
     from mcpgym._scoring import EpisodeScore
-    from servers.coding import CORRECT_AND_CONCISE, GradedCoding
+    from mcpgym.servers.coding import CORRECT_AND_CONCISE, GradedCoding
 
     almost = "def add(a, b):\n    return 4 if a == 2 else a + b + (a == 1)"  # 2 of the 3 asserts
     graded = functools.partial(GradedCoding, tasks=load_tasks(task_file), sandbox=SANDBOX)
@@ -352,7 +352,7 @@ async def test_a_rubric_scores_partial_credit_length_and_the_hack_gate(task_file
 
 @pytest.mark.anyio
 async def test_a_hack_signal_from_the_grader_closes_the_rubrics_clean_gate(task_file: Path) -> None:
-    from servers.coding import GradedCoding
+    from mcpgym.servers.coding import GradedCoding
 
     honest = "def add(a, b):\n    return a + b\n"
     caught = honest + "if False:\n    import os\n    os._exit(0)\n"  # passes the tests, but tries an early exit

@@ -16,10 +16,10 @@ import anyio.lowlevel
 import pytest
 
 import mcpgym
-from servers.coding import Limits, Sandbox, Task, _uids
-from servers.coding._grader import _Zygote, grader
-from servers.coding._interpreter import Interpreter, grade
-from servers.coding._workspace import Workspace
+from mcpgym.servers.coding import Limits, Sandbox, Task, _uids
+from mcpgym.servers.coding._grader import _Zygote, grader
+from mcpgym.servers.coding._interpreter import Interpreter, grade
+from mcpgym.servers.coding._workspace import Workspace
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio

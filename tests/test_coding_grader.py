@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from servers.coding import Limits, Sandbox, Task
-from servers.coding._grader import grader
-from servers.coding._interpreter import Verdict, grade
-from servers.coding._process import _children
+from mcpgym.servers.coding import Limits, Sandbox, Task
+from mcpgym.servers.coding._grader import grader
+from mcpgym.servers.coding._interpreter import Verdict, grade
+from mcpgym.servers.coding._process import _children
 from tests.coding.helpers import QUICK
 
 pytestmark = pytest.mark.anyio

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import mcpgym
-from servers.coding import Sandbox, Task
-from servers.coding._grader import grader
-from servers.coding._hacks import SIGNALS, detect
-from servers.coding._interpreter import _verdict, grade
+from mcpgym.servers.coding import Sandbox, Task
+from mcpgym.servers.coding._grader import grader
+from mcpgym.servers.coding._hacks import SIGNALS, detect
+from mcpgym.servers.coding._interpreter import _verdict, grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -140,7 +140,7 @@ def task_file(tmp_path: Path) -> Path:
 
 
 async def test_submit_reports_hack_signals_in_its_result_and_in_state(task_file: Path) -> None:
-    from servers.coding import load_tasks
+    from mcpgym.servers.coding import load_tasks
 
     async with mcpgym.connect(coding(tasks=load_tasks(task_file))) as env:
         await env.reset(seed=0)
@@ -167,7 +167,7 @@ async def test_only_builtin_exception_names_come_back_whatever_the_solution_rais
 
 
 async def test_hack_signals_are_in_the_recording(task_file: Path, tmp_path: Path) -> None:
-    from servers.coding import load_tasks
+    from mcpgym.servers.coding import load_tasks
 
     server = mcpgym.GymServer(coding(tasks=load_tasks(task_file)), record=tmp_path / "runs")
     async with mcpgym.connect(server) as env:
@@ -179,7 +179,7 @@ async def test_hack_signals_are_in_the_recording(task_file: Path, tmp_path: Path
 
 
 def test_no_signal_on_any_humaneval_canonical_solution() -> None:
-    from servers.coding._environment import humaneval_tasks
+    from mcpgym.servers.coding._environment import humaneval_tasks
 
     noisy = {
         task.task_id: signals

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 import mcpgym
-from servers.coding._environment import humaneval_tasks
+from mcpgym.servers.coding._environment import humaneval_tasks
 from tests.coding.helpers import coding
 
 

@@ -14,9 +14,9 @@ import anyio
 import pytest
 
 import mcpgym
-from servers.coding import Limits, Sandbox, Task, load_tasks
-from servers.coding._grader import grading_memory
-from servers.coding._interpreter import grade
+from mcpgym.servers.coding import Limits, Sandbox, Task, load_tasks
+from mcpgym.servers.coding._grader import grading_memory
+from mcpgym.servers.coding._interpreter import grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -191,7 +191,7 @@ async def test_listings_are_unambiguous_for_names_with_newlines_quotes_and_arrow
 
 
 def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared(tmp_path: Path) -> None:
-    from servers.coding import _uids
+    from mcpgym.servers.coding import _uids
 
     uids = [_uids.claim() for _ in range(3)]
     directory = _uids._lock_directory()
@@ -210,8 +210,8 @@ def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_m
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from mcpgym._cli import _add_serve_options
-    from servers.coding.__main__ import configure, parser
-    from servers.coding._capacity import machine_capacity
+    from mcpgym.servers.coding.__main__ import configure, parser
+    from mcpgym.servers.coding._capacity import machine_capacity
 
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps({"task_id": ADD.task_id, "prompt": ADD.prompt, "test": ADD.test, "entry_point": "add"}))
@@ -228,7 +228,7 @@ def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_m
 
 
 async def test_sandbox_start_ups_wait_in_a_queue_before_any_call_is_timed() -> None:
-    from servers.coding import _process
+    from mcpgym.servers.coding import _process
 
     async with mcpgym.connect(coding()) as first, mcpgym.connect(coding()) as second:
         await first.reset(seed=0)

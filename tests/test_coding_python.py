@@ -14,9 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from servers.coding import Sandbox, Task
-from servers.coding._interpreter import Interpreter, grade
-from servers.coding._workspace import Workspace
+from mcpgym.servers.coding import Sandbox, Task
+from mcpgym.servers.coding._interpreter import Interpreter, grade
+from mcpgym.servers.coding._workspace import Workspace
 from tests.coding.helpers import QUICK
 
 pytestmark = pytest.mark.anyio

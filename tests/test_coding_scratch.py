@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from servers.coding import _scratch
-from servers.coding._workspace import remove_tree
+from mcpgym.servers.coding import _scratch
+from mcpgym.servers.coding._workspace import remove_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # in it (a tmpfs, where this host lets the server mount one), says where, and waits on stdin.
 SERVER = """
 import sys
-from servers.coding import _scratch
-from servers.coding._workspace import Workspace, workspace_quota_works
+from mcpgym.servers.coding import _scratch
+from mcpgym.servers.coding._workspace import Workspace, workspace_quota_works
 own = _scratch.directory()
 quota = (1 << 20, 64) if workspace_quota_works() else None
 workspace = Workspace(None, 1 << 16, quota, parent=own)

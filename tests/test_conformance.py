@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 import mcpgym
-import servers
+from mcpgym import servers
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
 

@@ -182,6 +182,14 @@ def _run_outside_a_container(command: list[str], cwd: Path, env: dict[str, str] 
     return subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
 
 
+def test_image_commands_name_what_the_installed_package_has() -> None:
+    """The image pip-installs the package, which ships only `mcpgym` (test_packaging): a checkout's
+    short `servers.NAME` would not import there, though it serves in the test below."""
+    for stage, command in _shipped_commands():
+        named = [word for word in command if word.split(".")[0] in ("servers", "harness")]
+        assert not named and "mcpgym.servers." in " ".join(command), (stage, command)
+
+
 @pytest.mark.parametrize(("stage", "command"), _shipped_commands(), ids=[n for n, _ in _shipped_commands()])
 def test_each_image_command_serves_and_answers_its_healthcheck(stage: str, command: list[str]) -> None:
     with _run_outside_a_container(command, REPO) as server:

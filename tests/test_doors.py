@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import mcpgym
+from mcpgym.servers.echo import Echo
 from mcpgym.testing import Script, assert_doors_agree, transcript
-from servers.echo import Echo
 from tests.conftest import DOORS, door
 from tests.envs import Briefed, Counter, Graded
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -15,8 +16,8 @@ import pytest
 from mcp import StdioServerParameters
 
 import mcpgym
-from harness import config
 from mcpgym import _cli as mcpgym_cli
+from mcpgym.harness import config
 
 pytestmark = pytest.mark.anyio
 
@@ -69,8 +70,8 @@ async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_pa
     assert entry == {
         "type": "stdio",
         "command": sys.executable,
-        "args": ["-m", "servers.coding"],
-        "env": {"PYTHONPATH": REPO},
+        "args": ["-m", "mcpgym.servers.coding"],  # the name a wheel install has too, not the checkout's alias
+        "env": {"PYTHONPATH": os.path.join(REPO, "src")},
     }
     # Launch it as a client would: that command, those args, that env, some other directory.
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd=tmp_path)
@@ -78,14 +79,22 @@ async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_pa
         assert "submit" in {t.name for t in await env.list_tools()}
 
 
+def test_a_spec_naming_a_short_name_gets_the_checkout_root_even_once_the_alias_is_imported(tmp_path: Path) -> None:
+    importlib.import_module("servers.echo")  # now sys.modules["servers"] is mcpgym.servers (mcpgym._alias)
+    spec = tmp_path / "mcpgym.yaml"
+    spec.write_text("environment: servers.echo:Echo\n")
+    argv, env = config.launch(str(spec))
+    assert argv[1:] == ["-m", "mcpgym", "serve", str(spec)] and env == {"PYTHONPATH": REPO}  # where `servers` is
+
+
 def test_each_client_gets_its_own_shape() -> None:
     desktop = config.server_entry("claude-desktop", "servers.echo:Echo")
     assert desktop["command"] == sys.executable and "type" not in desktop  # Desktop's file: command/args/env
-    assert desktop["args"] == ["-m", "mcpgym", "serve", "servers.echo:Echo"]
-    assert config.server_entry("mcp-json", "servers.echo")["args"] == ["-m", "servers.echo"]  # has a __main__
+    assert desktop["args"] == ["-m", "mcpgym", "serve", "mcpgym.servers.echo:Echo"]
+    assert config.server_entry("mcp-json", "servers.echo")["args"] == ["-m", "mcpgym.servers.echo"]  # has a __main__
     assert config.server_entry("claude-code", "tests.envs:Counter")["args"][-1] == "tests.envs:Counter"
     command = config.server_entry("claude-code", "python -m servers.echo --http")
-    assert command["command"] == sys.executable and command["args"] == ["-m", "servers.echo", "--http"]
+    assert command["command"] == sys.executable and command["args"] == ["-m", "mcpgym.servers.echo", "--http"]
 
 
 def test_a_url_is_reached_not_launched(printed: Printed) -> None:
@@ -109,7 +118,7 @@ def test_record_and_server_flags_reach_the_command(tmp_path: Path, printed: Prin
     )
     assert block["mcpServers"]["he"]["args"] == [
         "-m",
-        "servers.coding",
+        "mcpgym.servers.coding",
         "--record",
         str(tmp_path / "rec"),
         "--partial-credit",
@@ -125,7 +134,7 @@ def test_write_merges_without_clobbering(tmp_path: Path, cli: Cli) -> None:
     assert out.returncode == 0, out.stderr
     after = json.loads(path.read_text())
     assert after["keep"] == [1, 2] and after["mcpServers"]["other"] == before["mcpServers"]["other"]
-    assert after["mcpServers"]["coding"]["args"] == ["-m", "servers.coding"]
+    assert after["mcpServers"]["coding"]["args"] == ["-m", "mcpgym.servers.coding"]
     assert json.loads((tmp_path / ".mcp.json.bak").read_text()) == before
 
     first = path.read_text()
@@ -145,7 +154,7 @@ def test_write_refuses_to_replace_a_different_entry(tmp_path: Path, cli: Cli) ->
     out = cli("claude-code", "servers.coding", "--write", "--file", str(path))
     assert out.returncode != 0 and "--force" in out.stderr and json.loads(path.read_text()) == theirs
     assert cli("claude-code", "servers.coding", "--write", "--file", str(path), "--force").returncode == 0
-    assert json.loads(path.read_text())["mcpServers"]["coding"]["args"] == ["-m", "servers.coding"]
+    assert json.loads(path.read_text())["mcpServers"]["coding"]["args"] == ["-m", "mcpgym.servers.coding"]
     assert cli("claude-code", "servers.coding", "--write", "--file", str(path)).returncode == 0  # same entry: fine
 
 

@@ -12,14 +12,14 @@ from typing import Any
 import anyio
 import pytest
 
-import harness
 import mcpgym
-from harness import _scripted, config
-from harness.openai import parse_completion
-from harness.policy import tool_call
-from harness.types import AssistantTurn, Message, ToolSpec, Trajectory
 from mcpgym import _cli as mcpgym_cli
-from servers.echo import Echo
+from mcpgym import harness
+from mcpgym.harness import _scripted, config
+from mcpgym.harness.openai import parse_completion
+from mcpgym.harness.policy import tool_call
+from mcpgym.harness.types import AssistantTurn, Message, ToolSpec, Trajectory
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-import harness
-from harness import _scripted
-from servers.coding import load_tasks
+from mcpgym import harness
+from mcpgym.harness import _scripted
+from mcpgym.servers.coding import load_tasks
 from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio
@@ -71,7 +71,7 @@ async def test_claude_code_walkthrough(tmp_path: Path) -> None:
     await anyio.run_process(["bash", "-euo", "pipefail", "-c", setup], cwd=tmp_path, env=env)
 
     entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["coding"]
-    assert entry["args"][:2] == ["-m", "servers.coding"]
+    assert entry["args"][:2] == ["-m", "mcpgym.servers.coding"]  # the name a wheel install has too
     runs = tmp_path / "runs"
     assert entry["args"][2:] == ["--record", str(runs / "claude"), "--tasks", str(runs / "task.jsonl")]
     task = load_tasks()["HumanEval/0"]

@@ -16,12 +16,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-import harness
 import mcpgym
-from harness import _scripted
-from harness.types import AssistantTurn, Message, ToolSpec
-from servers.coding import Coding
-from servers.echo import Echo
+from mcpgym import harness
+from mcpgym.harness import _scripted
+from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym.servers.coding import Coding
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,9 @@ import mcp_types as types
 import pytest
 
 import mcpgym
-from harness import _scripted
 from mcpgym import rubrics
 from mcpgym._chat import Backoff
+from mcpgym.harness import _scripted
 from mcpgym.rubrics import LLMJudge, Step, Transcript
 
 pytestmark = pytest.mark.anyio

@@ -17,30 +17,52 @@ import pytest
 from mcpgym import _cli, _commands
 
 REPO = Path(__file__).resolve().parent.parent
+CORE = REPO / "src" / "mcpgym"
 ABOVE_THE_CORE = ("harness", "servers", "tests", "benchmarks", "examples")
+# Shipped in the wheel beside the core, but built on it: the core must not import them either.
+APPLICATIONS = ("mcpgym.harness", "mcpgym.servers")
 
 
 def _imports(path: Path) -> set[str]:
+    """Every absolute module name `path` imports (`from mcpgym import harness` counts as mcpgym.harness)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found |= {alias.name.partition(".")[0] for alias in node.names}
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.partition(".")[0])
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
     return found
 
 
+def _above(name: str, layers: tuple[str, ...]) -> bool:
+    return any(name == layer or name.startswith(layer + ".") for layer in layers)
+
+
 def test_the_core_imports_nothing_built_on_it() -> None:
-    modules = sorted((REPO / "src" / "mcpgym").rglob("*.py"))
-    assert len(modules) > 20
-    offenders = {str(m.relative_to(REPO)): _imports(m) & set(ABOVE_THE_CORE) for m in modules}
+    applications = [CORE / name.partition(".")[2] for name in APPLICATIONS]
+    modules = sorted(m for m in CORE.rglob("*.py") if not any(m.is_relative_to(a) for a in applications))
+    assert len(modules) > 20 and all(a.is_dir() for a in applications)
+    offenders = {
+        str(m.relative_to(REPO)): {n for n in _imports(m) if _above(n, ABOVE_THE_CORE + APPLICATIONS)} for m in modules
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_installed_package_never_imports_the_checkouts_short_names() -> None:
+    """The wheel has no top-level `servers` or `harness`: code under src/mcpgym importing them
+    would work in a checkout and fail once installed (test_packaging runs the installed form)."""
+    offenders = {
+        str(m.relative_to(REPO)): {n for n in _imports(m) if _above(n, ("servers", "harness"))}
+        for m in CORE.rglob("*.py")
+    }
     assert {m: names for m, names in offenders.items() if names} == {}
 
 
 def test_building_the_cli_without_plugins_imports_no_harness() -> None:
     code = (
         "import sys, mcpgym._commands as c; c.plugins = lambda: (); import mcpgym._cli as m; m._parser(); "
-        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('harness', 'servers')))"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('harness', 'servers') "
+        "or n.startswith(('mcpgym.harness', 'mcpgym.servers'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

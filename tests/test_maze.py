@@ -12,17 +12,16 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-import harness
 import mcpgym
 import mcpgym.trl
-from harness.policy import tool_call
-from harness.types import AssistantTurn, Message, ToolSpec
-from mcpgym import CallToolAction
+from mcpgym import CallToolAction, harness
+from mcpgym.harness.policy import tool_call
+from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym.servers.maze import Maze
+from mcpgym.servers.maze._maze import MOVES, TILE
+from mcpgym.servers.maze._maze import Maze as Grid
+from mcpgym.servers.maze._png import decode_size
 from mcpgym.testing import transcripts as _transcripts
-from servers.maze import Maze
-from servers.maze._maze import MOVES, TILE
-from servers.maze._maze import Maze as Grid
-from servers.maze._png import decode_size
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 import mcpgym
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 from tests.envs import Counter
 

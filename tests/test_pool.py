@@ -14,9 +14,9 @@ import httpx2
 import pytest
 
 import mcpgym
-from harness.rollout import rollout, run_episode
-from harness.types import AssistantTurn, Message, ToolCall, ToolSpec
 from mcpgym._errors import AT_CAPACITY
+from mcpgym.harness.rollout import rollout, run_episode
+from mcpgym.harness.types import AssistantTurn, Message, ToolCall, ToolSpec
 from mcpgym.pool import Pool, Replica
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ import yaml
 
 import mcpgym
 from mcpgym.pool import statefulset_urls
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio

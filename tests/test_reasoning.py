@@ -16,8 +16,8 @@ from mcp import Client
 
 import mcpgym
 from mcpgym import CallToolAction
+from mcpgym.servers.reasoning import Mix, Reasoning
 from mcpgym.testing import transcripts as _transcripts
-from servers.reasoning import Mix, Reasoning
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parent.parent

@@ -15,12 +15,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
 
-import harness
 import mcpgym
-from harness.policy import Policy, tool_call
-from harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym import harness
 from mcpgym._errors import AT_CAPACITY
 from mcpgym._protocol import episode_meta
+from mcpgym.harness.policy import Policy, tool_call
+from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
 from mcpgym.pool import Pool
 from tests.conftest import serve_gym, stdio
 from tests.envs import CLOSED, Counter, Mortal, closed_event

@@ -228,8 +228,8 @@ def test_rescore_command_writes_scores_and_a_summary(tmp_path: Path, capsys: pyt
 
 
 async def test_harness_trajectories_carry_components_and_the_score_made_at_close() -> None:
-    import harness
-    from harness.policy import tool_call
+    from mcpgym import harness
+    from mcpgym.harness.policy import tool_call
 
     async def guess_then_stop(messages: list[harness.Message], tools: list[harness.ToolSpec]) -> harness.AssistantTurn:
         if any(m["role"] == "tool" for m in messages):

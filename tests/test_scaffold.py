@@ -15,6 +15,7 @@ import pytest
 import mcpgym
 from mcpgym._cli import main
 from mcpgym._scaffold import ScaffoldError, names, scaffold
+from tests.venvs import borrowing_venv
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,25 +72,6 @@ def test_registry_metadata_matches_the_package(tmp_path: Path) -> None:
     assert mcpgym.load_spec(tmp_path / "mcpgym.yaml").environment == "maze_runner:MazeRunner"
 
 
-def _venv(where: Path) -> Path:
-    """A new venv that installs packages of its own but borrows the suite's dependencies (no downloads).
-
-    A path line in a .pth file adds the suite's site-packages without running its .pth files, so
-    the mcpgym found there is the one this test installs, not the suite's editable checkout.
-    """
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    python = where / "bin" / "python"
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    borrowed = [p for p in sys.path if p.endswith("site-packages")]  # this venv's, and any it borrows itself
-    Path(purelib, "zz_borrowed.pth").write_text("".join(f"{p}\n" for p in borrowed))
-    return python
-
-
 @pytest.mark.trl  # the scaffold's own tests include the TRL schema round trip (the trl extra)
 @pytest.mark.timeout(600)
 def test_a_new_author_goes_from_nothing_to_a_served_tested_environment(tmp_path: Path) -> None:
@@ -100,7 +82,7 @@ def test_a_new_author_goes_from_nothing_to_a_served_tested_environment(tmp_path:
         assert done.returncode == 0, f"{argv}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    python = _venv(tmp_path / "venv")
+    python = borrowing_venv(tmp_path / "venv")
     bin_ = python.parent
     pip = (python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation")
     run(*pip, REPO)  # pip install (this checkout)

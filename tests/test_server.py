@@ -24,7 +24,7 @@ from mcpgym._protocol import (
     episode_meta,
     new_episode_id,
 )
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym, stdio
 from tests.envs import CLOSED, Counter, closed_event
 

@@ -22,7 +22,7 @@ import mcpgym
 from benchmarks.echo_servers import ServerSettings, bare_server, http_server, until_ready
 from mcpgym._mcp_env import MCPEnv
 from mcpgym._shared import EpisodeEnv
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 from tests.envs import Counter, Mortal
 
@@ -277,7 +277,7 @@ async def test_stdio_episodes_share_one_server_process() -> None:
 
 
 async def test_harness_rollout_shares_one_client_for_an_http_target() -> None:
-    from harness.rollout import _shared
+    from mcpgym.harness.rollout import _shared
 
     async with serve_gym(Echo) as (_, url), _shared(url) as target:
         assert isinstance(target, mcpgym.SharedClient) and target.lean

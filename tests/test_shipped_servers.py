@@ -16,7 +16,7 @@ import pytest
 from mcp import StdioServerParameters
 
 import mcpgym
-from harness import config
+from mcpgym.harness import config
 from tests.test_interop import INTEROP, run_client
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
@@ -84,9 +84,10 @@ async def test_typescript_client_browses_and_plays(module: str, kind: str, monke
 @pytest.mark.parametrize("module", sorted(CALLS))
 async def test_harness_config_launches_the_server(module: str, tmp_path: Path) -> None:
     entry = config.server_entry("claude-code", module)
-    assert entry["command"] == sys.executable and entry["args"] == ["-m", module]
+    real = f"mcpgym.{module}"  # a checkout's alias is launched by the name an installed wheel has too
+    assert entry["command"] == sys.executable and entry["args"] == ["-m", real]
     desktop = config.server_entry("claude-desktop", module)
-    assert desktop["args"] == ["-m", module] and "type" not in desktop
+    assert desktop["args"] == ["-m", real] and "type" not in desktop
     env = {**entry.get("env", {}), "PYTHONPATH": _env()["PYTHONPATH"]}
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd=tmp_path)
     async with mcpgym.connect(params) as client:

@@ -15,14 +15,13 @@ import pytest
 import yaml
 from mcp import StdioServerParameters
 
-import harness
 import mcpgym
 import mcpgym.trl
-from mcpgym import CallToolAction
+from mcpgym import CallToolAction, harness
 from mcpgym._cli import _parser
 from mcpgym._spec import json_schema, rollout_defaults, serve_defaults
+from mcpgym.servers.echo import Echo
 from mcpgym.testing import serve_gym
-from servers.echo import Echo
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -198,7 +197,7 @@ async def test_rollout_plays_the_spec(tmp_path: Path) -> None:
 
 
 def test_harness_config_launches_mcpgym_serve_on_the_spec(tmp_path: Path) -> None:
-    from harness.config import server_entry
+    from mcpgym.harness.config import server_entry
 
     path = _write(tmp_path, FULL)
     entry = server_entry("claude-code", str(path))

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from mcp import StdioServerParameters
 
-import harness
 import mcpgym
-from harness import config as harness_config
+from mcpgym import harness
 from mcpgym._target import FILE_FORMATS, TargetError, parse, parse_text
+from mcpgym.harness import config as harness_config
 from mcpgym.pool import Pool
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_gym
 from tests.envs import Counter
 
@@ -187,7 +187,7 @@ def test_the_reported_harness_failure_a_file_gets_a_config_that_launches(
 
 def test_the_harness_and_trl_and_the_pool_share_the_parser(env_dir: Path) -> None:
     file_target = str(env_dir / "myenv.py")
-    from harness import target as harness_target
+    from mcpgym.harness import target as harness_target
 
     assert harness_target.resolve(file_target) is parse(file_target).value
     from mcpgym._target import load_environment
@@ -199,7 +199,7 @@ def test_the_harness_and_trl_and_the_pool_share_the_parser(env_dir: Path) -> Non
 
 
 async def test_a_rollout_takes_a_file(env_dir: Path) -> None:
-    from harness.types import AssistantTurn, Message, ToolSpec
+    from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
 
     async def say_kiwi(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
         return AssistantTurn(content=None, tool_calls=[harness.policy.tool_call("1", "say", {"text": "kiwi"})])
@@ -216,7 +216,7 @@ async def test_every_door_serves_the_module_form(env_dir: Path) -> None:
 
 def test_a_module_with_several_environments_names_its_default() -> None:
     from mcpgym._target import parse
-    from servers.coding import Coding, GradedCoding
+    from mcpgym.servers.coding import Coding, GradedCoding
 
-    assert GradedCoding.__module__.startswith("servers.coding")  # the premise: two classes there
+    assert GradedCoding.__module__.startswith("mcpgym.servers.coding")  # the premise: two classes there
     assert parse("servers.coding").value is Coding  # servers.coding.__mcpgym_environment__

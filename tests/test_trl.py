@@ -31,11 +31,11 @@ from transformers.utils.chat_template_utils import get_json_schema
 
 import mcpgym
 import mcpgym.trl
-import servers
+from mcpgym import servers
+from mcpgym.servers.echo import Echo
 from mcpgym.testing import assert_tool_round_trip, assert_trl_round_trip, environments_in
 from mcpgym.testing._trl import _docstring_json
 from mcpgym.trl._schema import tool_shape
-from servers.echo import Echo
 from tests.conftest import DOORS, door
 
 assert_round_trip = assert_tool_round_trip

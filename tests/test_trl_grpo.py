@@ -61,7 +61,7 @@ def test_grpo_trains_against_echo_with_rewards_from_the_environment(example: Any
 def test_the_coding_recipe_up_to_the_model() -> None:
     """examples/grpo_trl_coding.py without its model: one task's rollout as TRL would drive it."""
     recipe = importlib.import_module("examples.grpo_trl_coding")
-    from servers.coding import load_tasks
+    from mcpgym.servers.coding import load_tasks
 
     Env, dataset = recipe.environment_and_dataset()
     row = dataset[0]

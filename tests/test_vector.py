@@ -10,7 +10,7 @@ from pydantic import BaseModel
 import mcpgym
 from mcpgym import CallToolAction
 from mcpgym.pool import Pool
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import DOORS, door, serve_gym
 from tests.test_pool import start_servers
 

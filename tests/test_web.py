@@ -23,7 +23,7 @@ from starlette.types import ASGIApp
 import mcpgym
 from mcpgym import ServerProcess
 from mcpgym._protocol import new_episode_id
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 from tests.web_envs import Forms
 
@@ -131,7 +131,7 @@ def test_coding_episode_run_code_then_submit(page: Page, tmp_path: Path) -> None
         "entry_point": "add",
     }
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
-    from servers.coding import load_tasks
+    from mcpgym.servers.coding import load_tasks
 
     with served(mcpgym.GymServer(coding(tasks=load_tasks(tmp_path / "tasks.jsonl"))).http_app(web=True)) as base:
         page.goto(f"{base}/web")
@@ -282,9 +282,9 @@ def test_token_protected_server(page: Page) -> None:
 def record_runs(directory: Path) -> tuple[int, int]:
     """Echo episodes recorded by a server, and a rollout file from the harness; returns how many
     of each. Even seeds say the target word (reward 1.0), odd ones give up after one wrong word."""
-    import harness
-    from harness.policy import tool_call
-    from harness.types import AssistantTurn
+    from mcpgym import harness
+    from mcpgym.harness.policy import tool_call
+    from mcpgym.harness.types import AssistantTurn
 
     gym = mcpgym.GymServer(Echo, record=directory / "recorded")
 

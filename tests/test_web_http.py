@@ -14,7 +14,7 @@ import pytest
 
 import mcpgym
 from mcpgym._protocol import new_episode_id
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import mcpgym
+from mcpgym.servers.echo import Echo
 from mcpgym.web._runs import RunIndex
-from servers.echo import Echo
 
 pytestmark = pytest.mark.anyio
 

@@ -709,8 +709,8 @@ async def test_the_default_rubric_reads_files_off_the_event_loop(monkeypatch: py
 
 
 async def test_harness_and_trl_work_over_a_wrapped_server() -> None:
-    import harness
-    from harness.types import AssistantTurn, ToolCall
+    from mcpgym import harness
+    from mcpgym.harness.types import AssistantTurn, ToolCall
 
     async def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
         calls = sum(1 for m in messages if m.get("role") == "tool")

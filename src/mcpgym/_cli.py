@@ -1,4 +1,4 @@
-"""The `mcpgym` command line, and `mcpgym.run(Env)` behind `python -m servers.NAME`.
+"""The `mcpgym` command line, and `mcpgym.run(Env)` behind `python -m mcpgym.servers.NAME`.
 
 Layer: top. Only parses arguments and calls the public API.
 """
@@ -38,14 +38,14 @@ TARGET is what to talk to (modules are found from the working directory, as with
 _EPILOG = f"""\
 {_TARGETS}
 examples:
-  mcpgym serve servers.echo:Echo                    # stdio (what Claude Desktop / Claude Code launch)
-  mcpgym serve servers.echo:Echo --http --port 8000 # streamable HTTP on http://127.0.0.1:8000/mcp
-  mcpgym tools servers.echo:Echo
-  mcpgym call "python -m servers.echo" echo_message '{{"message": "hi"}}'
-  mcpgym check servers.echo:Echo
-  mcpgym serve servers.echo:Echo --http --web       # and a page to play it at http://127.0.0.1:8000/web
-  mcpgym view runs/                                 # review --record dirs and rollout --out files
-  mcpgym init my-env                                # a new environment package, tests included
+  mcpgym serve mcpgym.servers.echo:Echo                     # stdio (what Claude Desktop / Claude Code launch)
+  mcpgym serve mcpgym.servers.echo:Echo --http --port 8000  # streamable HTTP on http://127.0.0.1:8000/mcp
+  mcpgym tools mcpgym.servers.echo:Echo
+  mcpgym call "python -m mcpgym.servers.echo" echo_message '{{"message": "hi"}}'
+  mcpgym check mcpgym.servers.echo:Echo
+  mcpgym serve mcpgym.servers.echo:Echo --http --web        # and a page to play it at http://127.0.0.1:8000/web
+  mcpgym view runs/                                         # review --record dirs and rollout --out files
+  mcpgym init my-env                                        # a new environment package, tests included
 """
 
 
@@ -230,7 +230,8 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     serve.add_argument(
         "env",
         metavar="ENV",
-        help="the Environment: servers.echo:Echo, servers.echo (its one class), path/to/env.py, or a run spec",
+        help="the Environment: mcpgym.servers.echo:Echo, mcpgym.servers.echo (its one class), path/to/env.py, "
+        "or a run spec",
     )
     _add_serve_options(serve)
 
@@ -255,7 +256,7 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     add_client_options(call)
 
     check = sub.add_parser("check", help="validate an Environment class and report what is wrong")
-    check.add_argument("env", metavar="ENV", help="servers.echo:Echo, servers.echo, or path/to/env.py")
+    check.add_argument("env", metavar="ENV", help="mcpgym.servers.echo:Echo, mcpgym.servers.echo, or path/to/env.py")
 
     view = sub.add_parser("view", help="review recorded runs in a browser (--record dirs, rollout --out files)")
     view.add_argument("runs", metavar="RUNS", nargs="+", help="directories and JSONL files to show")

@@ -7,7 +7,7 @@ entry point in the group `mcpgym.commands` naming an object (a module will do) w
     register(subparsers): add them to `mcpgym`'s argparse subparsers
     dispatch(args): run one of them (exiting with its status)
 
-e.g. `[project.entry-points."mcpgym.commands"] harness = "harness.cli"` gives `mcpgym rollout`
+e.g. `[project.entry-points."mcpgym.commands"] harness = "mcpgym.harness.cli"` gives `mcpgym rollout`
 and `mcpgym harness`. Plugins are loaded only when the CLI builds its parser.
 """
 

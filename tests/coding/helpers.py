@@ -6,7 +6,7 @@ import functools
 import os
 from pathlib import Path
 
-from servers.coding import Coding, Limits, Sandbox
+from mcpgym.servers.coding import Coding, Limits, Sandbox
 
 # Short limits keep the tests quick; each test that needs another limit builds its own. The CPU
 # limit is above the wall-clock one so a busy loop deterministically meets the timeout first (a

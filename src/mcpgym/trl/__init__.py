@@ -3,7 +3,7 @@
 ```python
 from trl import GRPOConfig, GRPOTrainer
 import mcpgym.trl
-from servers.echo import Echo
+from mcpgym.servers.echo import Echo
 
 Env = mcpgym.trl.environment_class(Echo)         # or "python -m servers.echo", "http://host:port/mcp"
 trainer = GRPOTrainer(
