@@ -52,7 +52,7 @@ async def test_with_stateless_agents_each_call_of_an_agent_is_an_episode() -> No
 
 
 async def test_an_agent_pinned_to_the_stateless_wire_is_served_as_it_asks() -> None:
-    # No discover probe to answer: served on 2026-07-28, a one-call episode per call (README table).
+    # No discover probe to answer: served on 2026-07-28, a one-call episode per call (the table in docs/errors.md).
     async with serve_gym(Counter) as (_, url):
         assert await _agent_steps(url, "2026-07-28") == ("2026-07-28", [1, 1])
 
