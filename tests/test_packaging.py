@@ -114,3 +114,15 @@ def test_a_checkout_runs_python_m_servers_as_before() -> None:
         [sys.executable, "-m", "servers.maze", "--help"], env=env, cwd="/", capture_output=True, text=True
     )
     assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m mcpgym.servers.maze"), helped.stderr
+
+
+def test_importing_a_short_submodule_keeps_the_package_function_of_the_same_name() -> None:
+    # A fresh interpreter: `harness.rollout` is both a function the package exports and the
+    # module it comes from; importing the module by its short name must not replace the function.
+    code = (
+        "import harness, harness.rollout, mcpgym.harness as real; "
+        "assert callable(harness.rollout) and not isinstance(harness.rollout, type(harness)), harness.rollout; "
+        "assert real.rollout is harness.rollout; print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -65,3 +65,10 @@ def alias_package(short: str, real: str) -> None:
     if not any(isinstance(f, _AliasFinder) and f.short == short for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder(short, real))
     sys.modules[short] = importlib.import_module(real)
+    # The submodules the real package imported itself are aliased now, not through the finder:
+    # importing through a finder sets the parent's attribute to the submodule, which would
+    # replace a function of the same name (`harness.rollout`, the function, by its module).
+    prefix = real + "."
+    for name, module in list(sys.modules.items()):
+        if name.startswith(prefix):
+            sys.modules.setdefault(short + name[len(real) :], module)
