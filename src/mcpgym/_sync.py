@@ -7,9 +7,9 @@ blocking portal (an event loop in a helper thread that lives exactly as long as 
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
 from types import TracebackType
-from typing import Any, Self, overload
+from typing import Any, Generic, Self, TypeVar, overload
 
 import mcp_types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -18,11 +18,14 @@ from mcpgym._connect import Target, connect
 from mcpgym._env import AsyncEnv
 from mcpgym._types import CallToolAction, EpisodeState, ListToolsAction, StepResult
 
+AsyncT = TypeVar("AsyncT", bound=AbstractAsyncContextManager[Any])
 
-class SyncEnv(AbstractContextManager["SyncEnv"]):
-    """Blocking environment client: `with mcpgym.connect_sync(target) as env: env.reset()`."""
 
-    def __init__(self, env: AsyncEnv) -> None:
+class PortalTwin(AbstractContextManager[Any], Generic[AsyncT]):
+    """A blocking twin of an async context manager: `with` runs it in a blocking portal (an event
+    loop in a helper thread that lives exactly as long as the block); calls go through `portal`."""
+
+    def __init__(self, env: AsyncT) -> None:
         self.env = env
         self._stack = ExitStack()
         self._portal: BlockingPortal | None = None
@@ -43,8 +46,12 @@ class SyncEnv(AbstractContextManager["SyncEnv"]):
     @property
     def portal(self) -> BlockingPortal:
         if self._portal is None:
-            raise RuntimeError("use SyncEnv inside a `with` block")
+            raise RuntimeError(f"use {type(self).__name__} inside a `with` block")
         return self._portal
+
+
+class SyncEnv(PortalTwin[AsyncEnv]):
+    """Blocking environment client: `with mcpgym.connect_sync(target) as env: env.reset()`."""
 
     @property
     def episode_id(self) -> str | None:
