@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import deque
 from pathlib import Path
 
 import anyio
@@ -131,17 +132,20 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
     claim = "import sys\nfrom servers.coding import Sandbox\nprint(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
     with subprocess.Popen([sys.executable, "-c", claim], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
         assert holder.stdin is not None and holder.stdout is not None
-        held = int(holder.stdout.readline())
-        with subprocess.Popen(["sleep", "60"], user=held + 1) as squatter:  # left behind by an earlier server
+        held = int(holder.stdout.readline())  # the first of the batch it reserved
+        squatting = held + _uids._BATCH  # the first uid past that batch
+        with subprocess.Popen(["sleep", "60"], user=squatting) as squatter:  # left behind by an earlier server
             monkeypatch.setattr(_uids, "_NEXT", itertools.count())  # count from the base, as that process did
+            reserve: deque[int] = deque()
+            monkeypatch.setattr(_uids, "_RESERVE", reserve)  # none reserved yet, as in that process
             sandbox = Sandbox(QUICK)
             first, second = sandbox.new_uid(), sandbox.new_uid()
             squatter.kill()
         holder.stdin.close()
     assert first is not None and second is not None
-    assert held not in (first, second) and held + 1 not in (first, second) and first != second
-    sandbox.release_uid(first)
-    sandbox.release_uid(second)
+    assert held < squatting < first < second  # skipped: the holder's batch, then the squatter's uid
+    for uid in (first, second, *reserve):
+        sandbox.release_uid(uid)
 
 
 @pytest.mark.skipif(not SANDBOX.protections.own_uid or shutil.which("unshare") is None, reason="unshare needs root")

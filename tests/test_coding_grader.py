@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import anyio
@@ -130,3 +131,81 @@ async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verd
     forged = "import os\nos.write(3, b'failed hidden_test_text\\n')\nos._exit(0)"
     verdict = await grade(sandbox, ADD, forged)
     assert verdict.reward == 0.0 and "hidden_test_text" not in verdict.summary
+
+
+async def spare_trial(sandbox: Sandbox, count: int) -> int:
+    """The host pid of the `count`th trial the zygote forked ahead (one at start-up, one after each
+    answer, one for each that died idle), once the zygote has said it forked it: no polling.
+    (Its solution process may not be forked yet.)"""
+    zygote = grader(sandbox)._zygote
+    assert zygote is not None
+    with anyio.fail_after(30):  # a failure, not a hang, if it never comes
+        while zygote.spares < count:
+            await zygote._read()
+    (init,) = _children(zygote_pid(sandbox))  # nothing else runs: every answer came after its trial
+    return init
+
+
+async def kill_and_wait(pid: int) -> None:
+    """SIGKILL `pid` and wait until it has exited (reaped or not)."""
+    exited = os.pidfd_open(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        await anyio.wait_readable(exited)
+    finally:
+        os.close(exited)
+
+
+def pid_namespace(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/ns/pid")
+
+
+@pytest.mark.skipif(not PER_UID, reason="a zygote shared by submissions needs a root server")
+async def test_the_zygote_keeps_a_trial_forked_ahead_and_replaces_it_if_it_dies() -> None:
+    sandbox = Sandbox(QUICK)
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
+    first = await spare_trial(sandbox, 2)
+    assert pid_namespace(first) != pid_namespace(zygote_pid(sandbox))  # a namespace of its own, ready
+    await kill_and_wait(first)  # dies idle (OOM-killed, say): the zygote collects it and forks another
+    assert await spare_trial(sandbox, 3) != first
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
+    # Dead but not yet collected when a submission arrives (the zygote is stopped meanwhile): the
+    # request finds a closed pipe, and the submission starts on a trial forked then.
+    spare = await spare_trial(sandbox, 4)
+    zygote = zygote_pid(sandbox)
+    os.kill(zygote, signal.SIGSTOP)
+    try:
+        await kill_and_wait(spare)  # a zombie its stopped parent cannot reap
+        results: list[Verdict] = []
+
+        async def submit() -> None:
+            results.append(await grade(sandbox, ADD, GOOD))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(submit)
+            await anyio.wait_all_tasks_blocked()  # the request waits in the stopped zygote's pipe
+            os.kill(zygote, signal.SIGCONT)
+    finally:
+        os.kill(zygote, signal.SIGCONT)
+    assert [verdict.reward for verdict in results] == [1.0]
+
+
+@pytest.mark.skipif(not PER_UID, reason="a zygote shared by submissions needs a root server")
+async def test_no_trial_forked_ahead_outlives_its_grader() -> None:
+    sandbox = Sandbox(QUICK)
+    assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
+    namespace = pid_namespace(await spare_trial(sandbox, 2))
+    grader(sandbox).close()
+    assert in_pid_namespace(namespace) == []
+
+
+def in_pid_namespace(namespace: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "ns" / "pid") == namespace:
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # exited while we looked
+    return found

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -204,6 +206,19 @@ def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared
     os.unlink(directory / "probe")
     assert not _uids._still_linked(stale, directory / "probe")
     os.close(stale)
+
+
+def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit() -> None:
+    from mcpgym.servers.coding import _uids
+
+    claim = "from mcpgym.servers.coding import _uids\nprint(_uids.claim(), *_uids._RESERVE)"
+    done = subprocess.run([sys.executable, "-c", claim], capture_output=True, check=True)
+    claimed = [int(uid) for uid in done.stdout.split()]
+    assert len(claimed) == _uids._BATCH  # the premise: one claim reserved a whole batch
+    directory = _uids._lock_directory()
+    # Only the one handed out (and never released) is left: the reserve went at exit.
+    assert [uid for uid in claimed if (directory / str(uid)).exists()] == [claimed[0]]
+    (directory / str(claimed[0])).unlink()
 
 
 def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_machine(

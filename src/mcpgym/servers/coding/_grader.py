@@ -56,6 +56,7 @@ class _Zygote:
     reading: bool = False
     dead: bool = False
     isolated: bool | None = None  # each submission in its own pid and IPC namespaces
+    spares: int = 0  # trials the zygote has forked ahead, as far as read (each is used by one submission)
 
     @classmethod
     def start(cls, sandbox: Sandbox, loop: object) -> _Zygote:
@@ -128,6 +129,8 @@ class _Zygote:
                 ident, _, status = line.decode(errors="replace").partition(" ")
                 if ident.startswith("isolated="):  # the zygote's first line: can it isolate each submission?
                     self.isolated = ident == "isolated=1"
+                elif ident == "spare":
+                    self.spares += 1
                 elif int(ident) in self.pending:  # else its submission was cancelled: nobody waits
                     self.answers[int(ident)] = status
         finally:

@@ -49,16 +49,26 @@ _COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__h
 
 def detect(code: str, runtime: tuple[str, ...] = ()) -> list[str]:
     """The signals that apply, sorted: static ones from `code`, plus the grader's `runtime` ones."""
-    found = {name for name in runtime if name in SIGNALS}
+    return combine(scan(code), runtime)
+
+
+def scan(code: str) -> set[str]:
+    """The static signals of `code` (what `detect` reads from the source alone)."""
+    found: set[str] = set()
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return sorted(found)
+        return found
     for node in ast.walk(tree):
         found.update(_signals_of(node))
     if any(name in _TEST_NAMES for name in _top_level_names(tree)):
         found.add("defines_test_names")  # at module level only: a local `check` is ordinary code
-    return sorted(found)
+    return found
+
+
+def combine(static: set[str], runtime: tuple[str, ...]) -> list[str]:
+    """`scan`'s signals and the grader's `runtime` ones (known names only), sorted."""
+    return sorted(static | {name for name in runtime if name in SIGNALS})
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

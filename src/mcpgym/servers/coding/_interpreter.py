@@ -11,6 +11,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 from mcpgym.servers.coding import _hacks as hacks
 from mcpgym.servers.coding._cgroups import Group
 from mcpgym.servers.coding._grader import grader
@@ -95,10 +97,19 @@ async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = Fals
     """Run `code` against the task's hidden tests in a fresh sandboxed process; only the verdict comes back."""
     request = {"code": code, "tests": task.test, "prompt": task.prompt, "entry_point": task.entry_point}
     checks = count_checks(task.test) if partial else None
-    status = await grader(sandbox).run(sandbox, {**request, "partial": partial})
+    static: set[str] = set()
+
+    async def scan() -> None:
+        static.update(hacks.scan(code))
+
+    async with anyio.create_task_group() as tg:
+        # Runs once the request is on its way (the grader's first wait): the code is parsed while
+        # the sandbox grades it, not after.
+        tg.start_soon(scan)
+        status = await grader(sandbox).run(sandbox, {**request, "partial": partial})
     status, _, flags = status.partition(" !")
     verdict = _verdict(status, sandbox, checks)
-    signals = tuple(hacks.detect(code, tuple(flag for flag in flags.split(",") if flag)))
+    signals = tuple(hacks.combine(static, tuple(flag for flag in flags.split(",") if flag)))
     return Verdict(verdict.reward, verdict.summary, signals)
 
 

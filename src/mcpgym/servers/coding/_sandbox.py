@@ -168,6 +168,8 @@ class Sandbox:
         config: dict[str, Any] = {"limits": asdict(self.limits), "uid": uid, "cwd": self.workdir(workspace)}
         if isolation == "bwrap" and seccomp_fd is not None:
             config["seccomp_applied"] = True
+        if program == "zygote":
+            config["spare"] = self.protections.own_uid  # a zygote shared by submissions (`_grader.py`)
         if isolation == "bwrap":
             python = str(self.python)
             # Not the zygote: it is started from a worker thread, and --die-with-parent

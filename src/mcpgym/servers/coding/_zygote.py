@@ -1,8 +1,11 @@
-"""The grader that runs inside the sandbox: a zygote that forks one child per submission.
+"""The grader that runs inside the sandbox: a zygote that forks one trial per submission.
 
 Layer: sandbox side. Stdlib only, never imported by the server: its source (after `_confine.py`
 and `_trial.py`, whose names it uses) is handed to a fresh interpreter (`python -I -S -c SOURCE
-CONFIG`) inside the same namespaces as a worker. Config (JSON): `{"limits": {...}, "cwd": str}`.
+CONFIG`) inside the same namespaces as a worker. Config (JSON): `{"limits": {...}, "cwd": str,
+"spare": bool}`. With `spare` (a zygote that serves many submissions) it keeps one trial forked
+ahead while idle, already in its namespaces with the solution's process forked (see `_trial.py`):
+a submission then costs one pipe write to start instead of two forks.
 
 The zygote itself runs no user code and never sees task data: a request names only a uid and a
 private directory holding the submission's files (see `_trial.py`). With `CAP_SYS_ADMIN` (a root
@@ -15,11 +18,13 @@ submission the server kills the zygote's whole namespace after its one answer.
 Protocol: first line out `isolated=0|1` (per-submission namespaces or not); then one JSON request
 per line on stdin, `{"id": int, "uid": int | null, "dir": str}`, and one answer per line on stdout,
 `<id> <status>`, where status is `passed`, `failed <BuiltinExceptionName>`, `partial <n>/<m>` or
-`exited` (each optionally followed by ` !signal,...`), `timeout` or `crashed`.
+`exited` (each optionally followed by ` !signal,...`), `timeout` or `crashed`; and `spare` each
+time a trial has been forked ahead.
 """
 
 import builtins
 import ctypes
+import fcntl
 import gc
 import json
 import math
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcpgym.servers.coding._confine import CLONE_NEWPID, block_user_namespaces, setns, unshare
-    from mcpgym.servers.coding._trial import VERDICT_FD, drop_to, trial
+    from mcpgym.servers.coding._trial import REQUEST_FD, VERDICT_FD, drop_to, trial
 
 # Imported once here so children do not pay for them (typing alone is ~10 ms with -S). The
 # zygote never runs user code; `random` is reseeded in every solution process.
@@ -61,19 +66,23 @@ def _checked(data: bytes) -> str:
     return verdict + (f" !{','.join(signals)}" if signals else "")
 
 
-def _child(request: dict[str, Any], verdict_fd: int, limits: dict[str, int], isolated: bool) -> None:
-    """In the forked child: detach from the zygote, then run the submission's trial. Never returns."""
+def _child(request_fd: int, verdict_fd: int, limits: dict[str, int], isolated: bool) -> None:
+    """In the forked child: detach from the zygote, then run a trial (which waits for its
+    submission on `REQUEST_FD`). Never returns."""
     try:
         os.setsid()  # its own process group, which the zygote kills on a timeout (without namespaces)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # Above every fixed number first, so placing one cannot close the other.
+        request_fd, verdict_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (request_fd, verdict_fd))
         os.dup2(verdict_fd, VERDICT_FD)
+        os.dup2(request_fd, REQUEST_FD)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        # Nothing of the zygote (its request/answer pipes, other children's verdict pipes) stays reachable.
-        os.closerange(VERDICT_FD + 1, 1 << 16)
-        trial(request, limits, isolated)
+        # Nothing of the zygote (its request/answer pipes, other children's pipes) stays reachable.
+        os.closerange(REQUEST_FD + 1, 1 << 16)
+        trial(limits, isolated)
     finally:
         os._exit(0)
 
@@ -144,6 +153,16 @@ def _kill_group(pid: int) -> None:
 
 
 @dataclass
+class _Spare:
+    """A trial forked ahead of need, waiting for its one request (see `_trial.trial`)."""
+
+    pid: int
+    request_fd: int  # the write end of its request pipe
+    verdict_fd: int  # the read end of its verdict pipe
+    isolated: bool
+
+
+@dataclass
 class _Job:
     """One submission: answered once its child is gone and (with a uid) its reaper is done."""
 
@@ -161,6 +180,10 @@ class Zygote:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.limits: dict[str, int] = config["limits"]
+        # A zygote that serves many submissions keeps one trial forked ahead, so a submission
+        # does not wait for two forks and a namespace; one started per submission has no use for it.
+        self.keep_spare: bool = config.get("spare", False)
+        self.spare: _Spare | None = None
         self.requests = os.dup(0)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -192,6 +215,10 @@ class Zygote:
 
     def serve(self) -> None:
         while True:
+            if self.keep_spare and self.spare is None and not self.children:
+                # Only when idle: forking beside a running submission would slow it on a small machine.
+                self.spare = self._fork_trial()
+                os.write(1, b"spare\n")
             ready = self._wait()
             if self.requests in ready and not self._read_requests():
                 return  # the server closed our stdin: it is gone or done with us
@@ -218,18 +245,35 @@ class Zygote:
             self._start(json.loads(line))
         return True
 
-    def _start(self, request: dict[str, Any]) -> None:
-        verdict_r, verdict_w = os.pipe()
+    def _fork_trial(self) -> _Spare:
+        request_r, request_w = os.pipe2(os.O_CLOEXEC)
+        verdict_r, verdict_w = os.pipe2(os.O_CLOEXEC)
         isolated = self.isolated and self._fork_into_namespace()
         pid = os.fork()
         if pid == 0:
-            os.close(verdict_r)
-            _child(request, verdict_w, self.limits, isolated)
+            _child(request_r, verdict_w, self.limits, isolated)
         if isolated:
             self._back_to_own_namespace()
+        os.close(request_r)
         os.close(verdict_w)
         os.set_blocking(verdict_r, False)
-        self.children[pid] = _Job(request, verdict_r, time.monotonic() + self.limits["timeout"], isolated)
+        return _Spare(pid, request_w, verdict_r, isolated)
+
+    def _start(self, request: dict[str, Any]) -> None:
+        for _ in range(2):
+            spare, self.spare = self.spare or self._fork_trial(), None
+            line = json.dumps({"uid": request["uid"], "dir": request["dir"]}).encode() + b"\n"
+            try:
+                os.write(spare.request_fd, line)  # under PIPE_BUF, into an empty pipe: whole, never blocks
+            except BrokenPipeError:  # it died while spare (not collected yet): another one
+                os.close(spare.verdict_fd)
+                continue
+            finally:
+                os.close(spare.request_fd)
+            deadline = time.monotonic() + self.limits["timeout"]
+            self.children[spare.pid] = _Job(request, spare.verdict_fd, deadline, spare.isolated)
+            return
+        os.write(1, f"{request['id']} crashed\n".encode())
 
     def _drain_wakeups(self) -> None:
         try:
@@ -246,7 +290,11 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            if pid in self.children:
+            if self.spare is not None and pid == self.spare.pid:
+                os.close(self.spare.request_fd)  # it died waiting (OOM-killed, say): replaced when idle
+                os.close(self.spare.verdict_fd)
+                self.spare = None
+            elif pid in self.children:
                 self._child_done(pid, self.children.pop(pid), status)
             elif pid in self.reapers:
                 job = self.reapers.pop(pid)
