@@ -27,6 +27,7 @@ directory.
 
 import ast
 import builtins
+import contextlib
 import json
 import os
 import random
@@ -350,7 +351,8 @@ def trial(limits: dict[str, int], isolated: bool) -> None:
         # The solution's process is forked before anything of the task is known, so no test is
         # in its memory; it waits for its code on the socket.
         ours, theirs = socket.socketpair()
-        if os.fork() == 0:
+        child = os.fork()
+        if child == 0:
             ours.close()
             os.dup2(theirs.fileno(), VERDICT_FD)  # the verdict pipe's number: it is closed
             theirs.close()
@@ -375,6 +377,9 @@ def trial(limits: dict[str, int], isolated: bool) -> None:
         set_dumpable(False)  # a uid change resets it
         status = run_tests(task, ours)
         if os.getpid() == pid:
+            # Its exit (the kernel freeing its memory) then overlaps ours, instead of following it.
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
             os.write(VERDICT_FD, status.encode() + b"\n")
     finally:
         os._exit(0)
