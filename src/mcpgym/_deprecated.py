@@ -27,11 +27,16 @@ def deprecated_names(module: str, renamed: Mapping[str, tuple[str, str]]) -> Cal
         if name not in renamed:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         new, why = renamed[name]
+        value = getattr(sys.modules[module], new)
+        if sys._getframe(1).f_code.co_name == "_handle_fromlist":
+            # `from package import Old` asks twice: the import system's hasattr, then the
+            # statement itself. Warn once, for the statement.
+            return value
         warnings.warn(
             f"{module}.{name} is deprecated and will be removed in mcpgym {REMOVED_IN}: use {module}.{new} ({why})",
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(sys.modules[module], new)
+        return value
 
     return __getattr__
