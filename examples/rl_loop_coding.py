@@ -4,7 +4,7 @@ The "policy" is a stand-in for a model: for each HumanEval task it submits the t
 canonical solution with probability 1 - epsilon and a wrong answer otherwise, so rewards
 vary the way a learning agent's would. The same loop runs against the `Coding` class in this
 process and against `python -m servers.coding --http --record DIR` in a child process; the
-server's own recording is then read back with `mcpgym.read_trajectories`.
+server's own recording is then read back with `mcpgym.read_recordings`.
 
     python examples/rl_loop_coding.py [--episodes 4] [--epsilon 0.5]
 """
@@ -73,7 +73,7 @@ async def main(episodes: int, epsilon: float) -> None:
                     break
             await play(f"http://127.0.0.1:{port}/mcp", episodes, epsilon, "http")
             server.terminate()
-        recorded = mcpgym.read_trajectories(records)
+        recorded = mcpgym.read_recordings(records)
         print(
             f"[http] the server recorded {len(recorded)} episodes: "
             f"total reward {sum(t.total_reward for t in recorded):.1f}, "

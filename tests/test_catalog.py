@@ -142,9 +142,9 @@ async def test_list_tasks_is_the_same_in_process_and_over_mcp() -> None:
 
 async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
     from mcpgym.harness.policy import tool_call
-    from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+    from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 
-    async def stand(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def stand(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         return AssistantTurn(tool_calls=[tool_call(f"c{len(messages)}", "stand", {})])
 
     tasks = await mcpgym.list_tasks(Blackjack, limit=3)

@@ -173,7 +173,7 @@ async def test_hack_signals_are_in_the_recording(task_file: Path, tmp_path: Path
     async with mcpgym.connect(server) as env:
         await env.reset(seed=0)
         await env.call_tool("submit", {"code": HACKS["an object whose __eq__ is always true"][0]})
-    (trajectory,) = mcpgym.read_trajectories(tmp_path / "runs")
+    (trajectory,) = mcpgym.read_recordings(tmp_path / "runs")
     recorded = trajectory.steps[-1].result.structured_content
     assert recorded is not None and {"always_equal", "non_plain_return"} <= set(recorded["hack_signals"])
 

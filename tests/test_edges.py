@@ -191,7 +191,7 @@ async def test_a_reset_that_reuses_an_id_is_recorded_as_its_own_episode(tmp_path
         await server.registry.reset(episode_id, seed, None)
         await server.registry.get(episode_id).call("add", {"n": 10})
     await server.registry.close_all()
-    assert sorted(t.seed or 0 for t in mcpgym.read_trajectories(tmp_path)) == [1, 2]
+    assert sorted(t.seed or 0 for t in mcpgym.read_recordings(tmp_path)) == [1, 2]
 
 
 async def test_a_dead_stdio_command_is_one_clear_error() -> None:

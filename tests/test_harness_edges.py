@@ -18,14 +18,14 @@ from mcpgym import harness
 from mcpgym.harness import _scripted, config
 from mcpgym.harness.openai import parse_completion
 from mcpgym.harness.policy import tool_call
-from mcpgym.harness.types import AssistantTurn, Message, ToolSpec, Trajectory
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message, Trajectory
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 
 pytestmark = pytest.mark.anyio
 
 
-async def say_bye(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+async def say_bye(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
     return AssistantTurn(content="bye")
 
 
@@ -75,7 +75,7 @@ class Stalls(mcpgym.Environment):
 
 
 async def test_a_failure_mid_turn_keeps_the_steps_taken() -> None:
-    async def score_then_stall(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def score_then_stall(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         calls = [tool_call("a", "score", "{}"), tool_call("b", "stall", "{}"), tool_call("c", "score", "{}")]
         return AssistantTurn(tool_calls=calls)
 
@@ -91,7 +91,7 @@ async def test_a_failure_mid_turn_keeps_the_steps_taken() -> None:
 
 
 async def test_a_timeout_error_of_the_policy_is_not_the_episode_timeout() -> None:
-    async def times_out(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def times_out(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         raise TimeoutError("tokenizer service timed out")
 
     async with mcpgym.connect(Echo) as env:
@@ -143,7 +143,7 @@ class FailsOddSeeds(Echo):
 
 
 async def test_a_policy_failure_keeps_the_connection() -> None:
-    async def broken(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def broken(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         raise harness.EndpointError("the endpoint is down")
 
     target = Counting(Echo)

@@ -19,7 +19,7 @@ import pytest
 import mcpgym
 from mcpgym import harness
 from mcpgym.harness import _scripted
-from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 from mcpgym.servers.coding import Coding
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
@@ -72,7 +72,7 @@ async def test_canonical_solutions_earn_reward_one(tmp_path: Path) -> None:
 async def test_an_http_server_records_what_the_harness_played(tmp_path: Path) -> None:
     async with serve_gym(Coding, record=tmp_path) as (_, url), scripted() as (_, base), policy(base, "solve") as p:
         (played,) = await harness.rollout(url, p, options=TASKS[:1])
-    (recorded,) = mcpgym.read_trajectories(tmp_path)
+    (recorded,) = mcpgym.read_recordings(tmp_path)
     assert played.reward == recorded.total_reward == 1.0
     assert played.episode_id == recorded.episode_id and recorded.closed
     assert [s.tool for s in recorded.steps] == [s.tool for turn in played.turns for s in turn.steps]
@@ -102,7 +102,7 @@ async def test_a_timed_out_episode_is_recorded_failed_and_the_others_survive(tmp
     out = tmp_path / "mixed.jsonl"
     async with scripted() as (_, base), policy(base, "solve") as solve, policy(base, "hang", timeout=0.5) as hang:
 
-        async def mixed(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+        async def mixed(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
             task = json.loads(messages[1]["content"])["task_id"]
             return await (hang if task == "HumanEval/1" else solve)(messages, tools)
 
@@ -155,7 +155,7 @@ async def test_the_turn_limit_ends_an_episode() -> None:
 # A policy is any async callable: no endpoint needed.
 
 
-async def say_the_word(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+async def say_the_word(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
     target = json.loads(messages[-1]["content"])["target"] if messages[-1]["role"] == "user" else None
     if target is None:
         return AssistantTurn(content="done")
@@ -180,7 +180,7 @@ async def test_a_plain_async_function_is_a_policy() -> None:
 
 
 async def test_a_policy_that_raises_fails_only_its_own_episode() -> None:
-    async def flaky_policy(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def flaky_policy(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         if json.loads(messages[1]["content"])["target"] == "river":
             raise RuntimeError("the policy broke")
         return await say_the_word(messages, tools)
@@ -194,7 +194,7 @@ async def test_a_policy_that_raises_fails_only_its_own_episode() -> None:
 async def test_an_episode_timeout_fails_the_episode() -> None:
     never = anyio.Event()
 
-    async def stuck(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def stuck(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         await never.wait()
         raise AssertionError("unreachable")
 
@@ -251,6 +251,7 @@ def test_public_api() -> None:
             "SYSTEM_PROMPT",
             "AssistantTurn",
             "Backoff",
+            "CallOutcome",
             "ConfigError",
             "EndpointError",
             "EndpointTimeout",
@@ -258,9 +259,8 @@ def test_public_api() -> None:
             "Message",
             "OpenAIPolicy",
             "Policy",
-            "Step",
             "ToolCall",
-            "ToolSpec",
+            "ChatTool",
             "Trajectory",
             "Turn",
             "Usage",

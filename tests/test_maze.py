@@ -16,7 +16,7 @@ import mcpgym
 import mcpgym.trl
 from mcpgym import CallToolAction, harness
 from mcpgym.harness.policy import tool_call
-from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 from mcpgym.servers.maze import Maze
 from mcpgym.servers.maze._maze import MOVES, TILE
 from mcpgym.servers.maze._maze import Maze as Grid
@@ -90,8 +90,8 @@ async def test_images_are_recorded_once_by_reference_and_read_back_whole(tmp_pat
     lines, blobs = _on_disk(tmp_path)
     assert all(len(line) < 1500 for line in lines), "base64 image data was written into the JSONL lines"
     assert len(blobs) == 2 and all(b.suffix == ".png" for b in blobs)  # two looks at one picture, one move
-    [trajectory] = mcpgym.read_trajectories(tmp_path)
-    for record, original in zip(trajectory.steps, sent, strict=True):
+    [recording] = mcpgym.read_recordings(tmp_path)
+    for record, original in zip(recording.steps, sent, strict=True):
         assert record.result.content == original.content
 
 
@@ -118,7 +118,7 @@ async def test_text_readers_see_each_image_named_not_an_empty_string() -> None:
 async def test_harness_shows_tool_images_as_openai_image_parts(tmp_path: Path) -> None:
     seen: list[list[Message]] = []
 
-    async def look_then_stop(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def look_then_stop(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         seen.append(messages)
         if len(seen) == 1:
             return AssistantTurn(tool_calls=[tool_call("a", "look", {}), tool_call("b", "look", {})])

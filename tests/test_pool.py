@@ -16,7 +16,7 @@ import pytest
 import mcpgym
 from mcpgym._errors import AT_CAPACITY
 from mcpgym.harness.rollout import rollout, run_episode
-from mcpgym.harness.types import AssistantTurn, Message, ToolCall, ToolSpec
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall
 from mcpgym.pool import Pool, Replica
 
 pytestmark = pytest.mark.anyio
@@ -208,7 +208,7 @@ async def test_a_pool_with_no_live_replica_says_so() -> None:
 # -- the harness's rollout API over a pool ---------------------------------------------------
 
 
-async def pid_policy(messages: list[Message], tools: list[ToolSpec], /) -> AssistantTurn:
+async def pid_policy(messages: list[Message], tools: list[ChatTool], /) -> AssistantTurn:
     """Ask for the server's pid twice, then stop (no model: the harness loop is what is tested)."""
     turn = sum(m["role"] == "assistant" for m in messages)
     if turn >= 2:

@@ -1,4 +1,4 @@
-"""Server-side trajectory recording: whoever drives the episode, it is on disk, step by step."""
+"""Server-side recording: whoever drives the episode, it is on disk, step by step."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ async def test_rl_client_and_plain_agent_are_recorded_alike(tmp_path: Path) -> N
         await agent.call_tool("add", {"n": 5})
         await agent.call_tool("add", {"n": "oops"})
 
-    rl, plain = sorted(mcpgym.read_trajectories(tmp_path), key=lambda t: t.implicit)
+    rl, plain = sorted(mcpgym.read_recordings(tmp_path), key=lambda t: t.implicit)
     assert (rl.environment, rl.seed, rl.options, rl.implicit, rl.closed) == ("Counter", 4, {"label": "rl"}, False, True)
     assert [s.tool for s in rl.steps] == ["add", "stop"]
     assert rl.total_reward == pytest.approx(3.0) and rl.done
@@ -69,9 +69,9 @@ def test_a_killed_server_leaves_every_completed_step_on_disk(tmp_path: Path) -> 
         proc.kill()
         proc.stdin.close()
         proc.stdout.close()
-    (trajectory,) = mcpgym.read_trajectories(tmp_path)
-    assert [s.arguments for s in trajectory.steps] == [{"n": 1}, {"n": 2}, {"n": 3}]
-    assert not trajectory.closed  # killed: no close record, but nothing before it lost
+    (recording,) = mcpgym.read_recordings(tmp_path)
+    assert [s.arguments for s in recording.steps] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert not recording.closed  # killed: no close record, but nothing before it lost
 
 
 async def test_recording_more_live_episodes_than_the_open_file_limit(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ async def test_recording_more_live_episodes_than_the_open_file_limit(tmp_path: P
             assert (await env.call_tool("add", {"n": 1})).reward == 0.1
         state = await env.state()
         assert state.step_count == 1
-    recorded = mcpgym.read_trajectories(tmp_path)
+    recorded = mcpgym.read_recordings(tmp_path)
     assert len(recorded) == episodes > limit  # the premise: more live episodes than descriptors
     assert sorted(t.seed or 0 for t in recorded) == list(range(episodes))
     assert all(len(t.steps) == 1 and t.steps[0].reward == 0.1 for t in recorded)
@@ -118,5 +118,5 @@ async def test_recording_writes_happen_off_the_event_loop(tmp_path: Path, monkey
         await env.reset(options={"label": "off-loop"})
         await env.call_tool("add", {"n": 1})
     assert writers and threading.current_thread().name not in writers  # the loop's thread never writes
-    (recorded,) = mcpgym.read_trajectories(tmp_path)
+    (recorded,) = mcpgym.read_recordings(tmp_path)
     assert recorded.closed and len(recorded.steps) == 1

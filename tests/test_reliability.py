@@ -20,7 +20,7 @@ from mcpgym import harness
 from mcpgym._errors import AT_CAPACITY
 from mcpgym._protocol import episode_meta
 from mcpgym.harness.policy import Policy, tool_call
-from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 from mcpgym.pool import Pool
 from tests.conftest import serve_gym, stdio
 from tests.envs import CLOSED, Counter, Mortal, closed_event
@@ -206,7 +206,7 @@ async def test_hidden_rewards_stay_out_of_plain_agents_results_but_are_recorded(
     async with Client(server.mcp, mode="legacy") as agent:
         result = await agent.call_tool("add", {"n": 30})
         assert not (result.meta or {}).keys() & {mcpgym.STEP_KEY}
-    (recorded,) = mcpgym.read_trajectories(str(tmp_path))
+    (recorded,) = mcpgym.read_recordings(str(tmp_path))
     assert recorded.total_reward == 3.0
 
 
@@ -215,7 +215,7 @@ def _killing_policy(kill_in_episode: int) -> Policy:
     answered and calls `pid` again, so that call is in flight on a dead server."""
     episodes = 0
 
-    async def policy(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def policy(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         nonlocal episodes
         answers = [m["content"] for m in messages if m["role"] == "tool"]
         if not answers:

@@ -153,18 +153,18 @@ async def test_recording_keeps_components_and_rescoring_reproduces_them(tmp_path
         live.append(await _graded_episode(env, [{"text": "o"}, {"tool": "broken"}, {"text": "orbit"}, {"text": "x"}]))
         live.append(await _graded_episode(env, [{"text": "orb"}]))  # closed early by the next reset
         await env.reset(seed=1)
-    recorded = {len(t.steps): t for t in mcpgym.read_trajectories(tmp_path) if t.steps}
+    recorded = {len(t.steps): t for t in mcpgym.read_recordings(tmp_path) if t.steps}
     first, second = recorded[4], recorded[1]
     assert [s.components for s in first.steps] == [s.components for s in live[0]]
     assert first.steps[2].terminated and first.steps[0].signals == {"found": 0.2}
     assert first.steps[0].env_reward == 0.25 and first.steps[0].reward == live[0][0].reward
     assert second.closed and second.components["solved"] == pytest.approx(0.6)
 
-    for trajectory, steps in ((first, live[0]), (second, live[1])):
-        again = await rescore(trajectory, GRADED_RUBRIC)
+    for recording, steps in ((first, live[0]), (second, live[1])):
+        again = await rescore(recording, GRADED_RUBRIC)
         assert again.rewards == [s.reward for s in steps]  # exactly, not approximately
         assert again.components == [s.components for s in steps]
-        assert again.total == trajectory.total_reward and again.episode_components == trajectory.components
+        assert again.total == recording.total_reward and again.episode_components == recording.components
 
     # A rubric with trajectory components only: its steps earn 0, yet the record keeps what the
     # environment itself gave, so another rubric can still read it.
@@ -175,7 +175,7 @@ async def test_recording_keeps_components_and_rescoring_reproduces_them(tmp_path
     async with mcpgym.connect(late) as env:
         steps = await _graded_episode(env, [{"text": "o"}, {"text": "orbit"}])
     assert [s.reward for s in steps] == [0.0, 1.0]
-    (recorded_late,) = mcpgym.read_trajectories(tmp_path / "late")
+    (recorded_late,) = mcpgym.read_recordings(tmp_path / "late")
     own = Rubric({"own": rubrics.env_reward()})
     assert (await rescore(recorded_late, own)).rewards == [0.25, 0.25]
 
@@ -195,9 +195,9 @@ def test_schema_1_recordings_still_read(tmp_path: Path) -> None:
         '{"event": "close", "step_count": 1, "total_reward": 1.0, "done": true, "truncated": false, "time": 2.0}',
     ]
     (tmp_path / "e.jsonl").write_text("\n".join(old) + "\n")
-    (trajectory,) = mcpgym.read_trajectories(tmp_path)
-    assert trajectory.steps[0].terminated and trajectory.steps[0].components == {}
-    assert trajectory.total_reward == 1.0 and trajectory.steps[0].own_reward == 1.0
+    (recording,) = mcpgym.read_recordings(tmp_path)
+    assert recording.steps[0].terminated and recording.steps[0].components == {}
+    assert recording.total_reward == 1.0 and recording.steps[0].own_reward == 1.0
 
 
 def test_rescore_loads_a_rubric_an_environment_class_or_a_factory() -> None:
@@ -231,7 +231,7 @@ async def test_harness_trajectories_carry_components_and_the_score_made_at_close
     from mcpgym import harness
     from mcpgym.harness.policy import tool_call
 
-    async def guess_then_stop(messages: list[harness.Message], tools: list[harness.ToolSpec]) -> harness.AssistantTurn:
+    async def guess_then_stop(messages: list[harness.Message], tools: list[harness.ChatTool]) -> harness.AssistantTurn:
         if any(m["role"] == "tool" for m in messages):
             return harness.AssistantTurn(content="done")  # stops before the episode ends
         return harness.AssistantTurn(content=None, tool_calls=[tool_call("c0", "guess", {"text": "or"})])

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import mcpgym
 from benchmarks.echo_servers import ServerSettings, bare_server, http_server, until_ready
-from mcpgym._mcp_env import MCPEnv
+from mcpgym._mcp_door import MCPEnv
 from mcpgym._shared import EpisodeEnv
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym

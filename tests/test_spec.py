@@ -187,7 +187,7 @@ def test_trl_environment_class_takes_a_spec(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_rollout_plays_the_spec(tmp_path: Path) -> None:
-    async def policy(messages: list[harness.Message], tools: list[harness.ToolSpec]) -> harness.AssistantTurn:
+    async def policy(messages: list[harness.Message], tools: list[harness.ChatTool]) -> harness.AssistantTurn:
         return harness.AssistantTurn(content="done")
 
     path = str(_write(tmp_path, FULL))

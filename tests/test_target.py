@@ -199,9 +199,9 @@ def test_the_harness_and_trl_and_the_pool_share_the_parser(env_dir: Path) -> Non
 
 
 async def test_a_rollout_takes_a_file(env_dir: Path) -> None:
-    from mcpgym.harness.types import AssistantTurn, Message, ToolSpec
+    from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 
-    async def say_kiwi(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def say_kiwi(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         return AssistantTurn(content=None, tool_calls=[harness.policy.tool_call("1", "say", {"text": "kiwi"})])
 
     (trajectory,) = await harness.rollout(str(env_dir / "myenv.py"), say_kiwi, episodes=1)

@@ -177,7 +177,7 @@ def test_hand_written_schemas() -> None:
     class Holder:
         pass
 
-    method = mcpgym.trl._environment.tool_method(shape)
+    method = mcpgym.trl._tool_class.tool_method(shape)
     Holder.odd_tool = method  # type: ignore[attr-defined]
     shown = get_json_schema(Holder().odd_tool)["function"]  # type: ignore[attr-defined]
     assert shown["name"] == "odd.tool"
@@ -191,13 +191,13 @@ def test_hand_written_schemas() -> None:
     # The round trip holds for every property except `i` (`true` has no keywords to compare).
     schema["properties"].pop("i")
     tool = types.Tool(name="odd.tool", description="Line one.\n\nLine two.", input_schema=schema)
-    Holder.odd_tool = mcpgym.trl._environment.tool_method(tool_shape(tool))  # type: ignore[attr-defined]
+    Holder.odd_tool = mcpgym.trl._tool_class.tool_method(tool_shape(tool))  # type: ignore[attr-defined]
     assert_round_trip(tool, Holder().odd_tool)  # type: ignore[attr-defined]
 
 
 def _shown(schema: dict[str, Any], description: str = "Run it.") -> dict[str, Any]:
     tool = types.Tool(name="t", description=description, input_schema=schema)
-    return get_json_schema(mcpgym.trl._environment.tool_method(tool_shape(tool)))["function"]  # type: ignore[no-any-return]
+    return get_json_schema(mcpgym.trl._tool_class.tool_method(tool_shape(tool)))["function"]  # type: ignore[no-any-return]
 
 
 def test_section_words_inside_words_and_json_are_defused() -> None:

@@ -295,7 +295,7 @@ def record_runs(directory: Path) -> tuple[int, int]:
                 word = first.observation["target"] if seed % 2 == 0 else "wrong"
                 await env.call_tool("echo_message", {"message": word})
 
-    async def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+    async def policy(messages: list[dict[str, Any]], tools: list[harness.ChatTool]) -> AssistantTurn:
         if messages[-1]["role"] == "tool":
             return AssistantTurn(content="done")
         target = json.loads(messages[-1]["content"])["target"]

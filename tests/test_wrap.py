@@ -712,7 +712,7 @@ async def test_harness_and_trl_work_over_a_wrapped_server() -> None:
     from mcpgym import harness
     from mcpgym.harness.types import AssistantTurn, ToolCall
 
-    async def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+    async def policy(messages: list[dict[str, Any]], tools: list[harness.ChatTool]) -> AssistantTurn:
         calls = sum(1 for m in messages if m.get("role") == "tool")
         return AssistantTurn(tool_calls=[ToolCall(id=f"c{calls}", name="increment", arguments_json="{}", arguments={})])
 
@@ -747,7 +747,7 @@ async def test_pools_and_recording_over_wrapped_servers(tmp_path: Path) -> None:
                 await env.reset(seed=1)
                 steps = [await env.call_tool("increment") for _ in range(3)]
                 assert [s.reward for s in steps] == [0.0, 0.0, 1.0] and steps[-1].done
-    recorded = mcpgym.read_trajectories(tmp_path / "a") + mcpgym.read_trajectories(tmp_path / "b")
+    recorded = mcpgym.read_recordings(tmp_path / "a") + mcpgym.read_recordings(tmp_path / "b")
     assert len(recorded) == 2
     assert all([s.tool for s in t.steps] == ["increment"] * 3 and t.total_reward == 1.0 for t in recorded)
 

@@ -3,18 +3,25 @@
 An environment's tools are its actions; `reset` / `state` ride on a control plane that agents
 never see; reward and done travel in every tool result's `_meta`. The same environment is
 driven in-process, over stdio or over streamable HTTP with identical results.
+
+Names: a `Recording` is the server's record of one episode (`read_recordings`); a rollout's
+episode is `mcpgym.harness.Trajectory`. The old `Trajectory` / `read_trajectories` still
+import, with a `DeprecationWarning`, until 0.2.
 """
+
+import typing as _typing
 
 from mcpgym._catalog import Task
 from mcpgym._check import check_environment
 from mcpgym._cli import run
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, TargetError, connect, load_environment
-from mcpgym._env import AsyncEnv
+from mcpgym._deprecated import deprecated_names as _deprecated_names
 from mcpgym._environment import Environment, Reset
 from mcpgym._errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._process import ServerProcess
 from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
-from mcpgym._recording import StepRecord, Trajectory, read_trajectories
+from mcpgym._recording import Recording, StepRecord, read_recordings
 from mcpgym._server import GymServer
 from mcpgym._shared import SharedClient
 from mcpgym._spec import RunSpec, SpecError, load_spec
@@ -45,6 +52,7 @@ __all__ = [
     "JSONValue",
     "ListToolsAction",
     "MCPError",
+    "Recording",
     "Reset",
     "RunSpec",
     "ServerProcess",
@@ -58,7 +66,6 @@ __all__ = [
     "TargetError",
     "Task",
     "ToolError",
-    "Trajectory",
     "VectorStep",
     "__version__",
     "check_environment",
@@ -69,8 +76,23 @@ __all__ = [
     "list_tasks",
     "load_environment",
     "load_spec",
-    "read_trajectories",
+    "read_recordings",
     "run",
     "tool",
     "wrap",
 ]
+
+if _typing.TYPE_CHECKING:  # the deprecated names, typed; at run time `__getattr__` resolves them and warns
+    Trajectory = Recording
+    read_trajectories = read_recordings
+else:
+    __getattr__ = _deprecated_names(
+        __name__,
+        {
+            "Trajectory": (
+                "Recording",
+                "the server's record of an episode; a rollout's is harness.Trajectory",
+            ),
+            "read_trajectories": ("read_recordings", "it returns Recordings"),
+        },
+    )

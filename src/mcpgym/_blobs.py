@@ -4,7 +4,7 @@ Layer: beside `_recording` (which calls it). A recorded result's image or audio 
 type and MIME type, its `data` becomes "" and `_meta["io.mcpgym/blob"]` names the file
 `blobs/<sha256>.<ext>` under the recording directory. Files are content-addressed: a maze
 picture seen on fifty steps is written once. Reading a recording back puts the data back, so
-`read_trajectories` returns the results exactly as they were sent. The `data:` URL of
+`read_recordings` returns the results exactly as they were sent. The `data:` URL of
 an OpenAI-style image part (as the harness writes them) becomes `mcpgym-blob:blobs/<file>` the
 same way. Data that is not exactly base64 stays inline, so every reference restores exactly.
 """

@@ -1,6 +1,6 @@
 """What a dead, unreachable or refusing HTTP server looks like to a client: an `MCPError`.
 
-Layer: client transport (below the MCP door, `mcpgym._mcp_env`). The SDK's streamable-HTTP
+Layer: client transport (below the MCP door, `mcpgym._mcp_door`). The SDK's streamable-HTTP
 client runs each request's POST as a task in a task group that lives in the caller's task, so
 a transport failure there (the server killed mid-episode, connection refused) cancels the
 caller: `await env.step(...)` raised `CancelledError` and the error only surfaced when the

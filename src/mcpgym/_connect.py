@@ -6,9 +6,9 @@ form names; nothing imports it but `__init__`, `_sync` and the CLI.
 
 from __future__ import annotations
 
-from mcpgym._env import AsyncEnv
+from mcpgym._client_api import AsyncEnv
 from mcpgym._inprocess import InProcessEnv
-from mcpgym._mcp_env import MCPEnv
+from mcpgym._mcp_door import MCPEnv
 from mcpgym._spec import is_spec, open_spec
 from mcpgym._target import SupportsConnect, Target, TargetError, command, load_environment, parse
 

@@ -37,7 +37,7 @@ from typing import Any, ClassVar, TypeVar
 
 from mcpgym._catalog import Task
 from mcpgym._host import Host, Release
-from mcpgym._tools import ToolSpec, collect_tools
+from mcpgym._tools import BoundTool, collect_tools
 from mcpgym.rubrics._core import Rubric
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class Environment:
     instructions: ClassVar[str | None] = None
     """Shown to MCP clients as the server's instructions; defaults to the class docstring."""
 
-    __mcpgym_tools__: ClassVar[dict[str, ToolSpec]] = {}
+    __mcpgym_tools__: ClassVar[dict[str, BoundTool]] = {}
 
     rubric: Rubric | None = None
     """Scores every episode from named components (`mcpgym.rubrics`); None: the reward is what

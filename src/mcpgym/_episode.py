@@ -28,7 +28,7 @@ from mcpgym._host import Host
 from mcpgym._protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
 from mcpgym._recording import EpisodeLog, Recorder
 from mcpgym._scoring import EpisodeScore
-from mcpgym._tools import ToolSpec
+from mcpgym._tools import BoundTool
 from mcpgym._types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym.rubrics._core import Rubric
 
@@ -102,7 +102,7 @@ class Episode:
         self.owner: str | None = None
         self.call_timeout = env.call_timeout if env.call_timeout is not None else call_timeout
         self._log: EpisodeLog | None = None
-        self.tools: dict[str, ToolSpec] = type(env).__mcpgym_tools__
+        self.tools: dict[str, BoundTool] = type(env).__mcpgym_tools__
         self.step_count = 0
         self.total_reward = 0.0
         self.done = False
@@ -269,7 +269,7 @@ class Episode:
         finally:
             self._turns.release()
 
-    async def _call_guarded(self, spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    async def _call_guarded(self, spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """A sync tool (in a worker thread unless inline), or any tool under the call timeout."""
         if self.call_timeout is None:
             return await _call_tool(spec, method, kwargs)
@@ -380,7 +380,7 @@ def build(factory: Callable[[], Environment]) -> Environment:
         raise MCPError(INTERNAL_ERROR, f"Building the environment failed: {_describe(exc)}") from exc
 
 
-def unknown_tool(name: str, tools: dict[str, ToolSpec]) -> MCPError:
+def unknown_tool(name: str, tools: dict[str, BoundTool]) -> MCPError:
     """A protocol error, as the spec lists unknown tools (rfcs/0001)."""
     return MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(tools)}")
 
@@ -395,7 +395,7 @@ def unknown_episode() -> MCPError:
     )
 
 
-def _convert(spec: ToolSpec, value: Any) -> types.CallToolResult:
+def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
     if isinstance(value, types.CallToolResult):
         value = value.model_copy()  # the tool may hand back an object it keeps; we stamp ours
     try:
@@ -406,7 +406,7 @@ def _convert(spec: ToolSpec, value: Any) -> types.CallToolResult:
         return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 
 
-async def _call_tool(spec: ToolSpec, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+async def _call_tool(spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     if spec.is_async:
         return await method(**kwargs)
     if spec.inline:

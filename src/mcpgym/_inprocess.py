@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from mcpgym._env import AsyncEnv
+from mcpgym._client_api import AsyncEnv
 from mcpgym._environment import Environment, resolve_factory
 from mcpgym._episode import Episode, build, unknown_episode
 from mcpgym._host import Host

@@ -1,4 +1,4 @@
-"""Trajectory recording: every episode as an append-only JSONL file, readable back as types.
+"""Recordings: every episode as an append-only JSONL file, readable back as `Recording`s.
 
 Layer: beside the episode core (the core calls it; it imports nothing from transports). Any
 server records the same way whoever drives it (an RL client, Claude Code, a person), because
@@ -20,7 +20,11 @@ rubrics) read the same: `terminated` is `done and not truncated`, no components.
 A reward that is NaN (unscored) is written as null.
 
 Images and audio are stored once each under `DIR/blobs/` and referenced from the line
-(`_blobs`); `read_trajectories` puts them back.
+(`_blobs`); `read_recordings` puts them back.
+
+Names: a `Recording` is the server's record of one episode (whoever drove it); a rollout's
+`harness.Trajectory` is the policy side's (the conversation, turns, token usage). The JSON
+format above is unchanged by the rename from `Trajectory`.
 """
 
 from __future__ import annotations
@@ -78,8 +82,12 @@ class StepRecord(BaseModel):
         return self.reward if self.env_reward is None else self.env_reward
 
 
-class Trajectory(BaseModel):
-    """One recorded episode, as `read_trajectories` returns it."""
+class Recording(BaseModel):
+    """One episode as the server recorded it, as `read_recordings` returns it.
+
+    Not `harness.Trajectory`: that is the policy's side of a rollout episode (conversation,
+    turns, usage). A recording is what the server saw: every tool call, result and reward.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -333,13 +341,13 @@ def _finite_or_none(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def read_trajectories(directory: str | Path) -> list[Trajectory]:
+def read_recordings(directory: str | Path) -> list[Recording]:
     """Every episode recorded under `directory`, oldest first. A line cut short by a kill is ignored."""
-    trajectories = [_read(path) for path in Path(directory).glob("*.jsonl")]
-    return sorted((t for t in trajectories if t is not None), key=lambda t: t.started)
+    recordings = [_read(path) for path in Path(directory).glob("*.jsonl")]
+    return sorted((r for r in recordings if r is not None), key=lambda r: r.started)
 
 
-def _read(path: Path) -> Trajectory | None:
+def _read(path: Path) -> Recording | None:
     header: dict[str, Any] | None = None
     steps: list[StepRecord] = []
     closed = False
@@ -363,4 +371,4 @@ def _read(path: Path) -> Trajectory | None:
     if header is None:
         return None
     header.pop("schema", None)
-    return Trajectory(**header, steps=steps, closed=closed, **ending)
+    return Recording(**header, steps=steps, closed=closed, **ending)

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from mcpgym._recording import Trajectory, read_trajectories
+from mcpgym._recording import Recording, read_recordings
 from mcpgym._scoring import EpisodeScore
 from mcpgym._types import Components
 from mcpgym.rubrics._core import Rubric
@@ -47,15 +47,15 @@ class Rescored:
         }
 
 
-async def rescore(trajectory: Trajectory, rubric: Rubric) -> Rescored:
+async def rescore(recording: Recording, rubric: Rubric) -> Rescored:
     """Score a recorded episode with `rubric`, as the live episode would have been scored.
     Calls made after the episode ended earn nothing, as live; an episode that ended on a step
     gets its trajectory score on that step, one closed early at close, one cut off by a dead
     server none (as live)."""
-    score = EpisodeScore(rubric, trajectory.observation)
-    out = Rescored(trajectory.episode_id)
+    score = EpisodeScore(rubric, recording.observation)
+    out = Rescored(recording.episode_id)
     ended = False
-    for record in trajectory.steps:
+    for record in recording.steps:
         if ended:
             out.rewards.append(0.0)
             out.components.append({})
@@ -73,14 +73,14 @@ async def rescore(trajectory: Trajectory, rubric: Rubric) -> Rescored:
         if record.done:
             ended = True
             added, final = await score.finish(
-                trajectory.environment, trajectory.seed, record.terminated, record.truncated
+                recording.environment, recording.seed, record.terminated, record.truncated
             )
             reward, values = reward + added, {**values, **final}
         out.rewards.append(reward)
         out.components.append(values)
-    if not ended and trajectory.closed:
-        truncated = bool(trajectory.steps) and trajectory.steps[-1].truncated
-        await score.finish_on_close(trajectory.environment, trajectory.seed, truncated)
+    if not ended and recording.closed:
+        truncated = bool(recording.steps) and recording.steps[-1].truncated
+        await score.finish_on_close(recording.environment, recording.seed, truncated)
     out.total = score.total
     out.episode_components = dict(score.components)
     return out
@@ -140,9 +140,9 @@ def register(sub: Any) -> None:
 
 def command(args: argparse.Namespace, progress: TextIO | None = None) -> int:
     rubric = load_rubric(args.rubric)
-    trajectories = [t for run in args.runs for t in _read(run)]
-    tick = _printer(progress or sys.stderr, len(trajectories))
-    results = anyio.run(_rescore_all, trajectories, rubric, tick)
+    recordings = [r for run in args.runs for r in _read(run)]
+    tick = _printer(progress or sys.stderr, len(recordings))
+    results = anyio.run(_rescore_all, recordings, rubric, tick)
     if args.out is not None:
         with Path(args.out).open("w", encoding="utf-8") as out:
             for r in results:
@@ -151,16 +151,16 @@ def command(args: argparse.Namespace, progress: TextIO | None = None) -> int:
     return 0
 
 
-def _read(run: str) -> list[Trajectory]:
+def _read(run: str) -> list[Recording]:
     if not Path(run).is_dir():
         raise SystemExit(f"mcpgym: {run} is not a recording directory")
-    return read_trajectories(run)
+    return read_recordings(run)
 
 
-async def _rescore_all(trajectories: list[Trajectory], rubric: Rubric, tick: Callable[[int], None]) -> list[Rescored]:
+async def _rescore_all(recordings: list[Recording], rubric: Rubric, tick: Callable[[int], None]) -> list[Rescored]:
     results = []
-    for i, trajectory in enumerate(trajectories, 1):
-        results.append(await rescore(trajectory, rubric))
+    for i, recording in enumerate(recordings, 1):
+        results.append(await rescore(recording, rubric))
         tick(i)
     return results
 

@@ -29,10 +29,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, connect
 from mcpgym._dispatch import DEFAULT_CONNECTIONS, HTTPDispatcher, HTTPStatusError
-from mcpgym._env import AsyncEnv
-from mcpgym._mcp_env import MCPEnv, _ssl_context, _unknown_tool, stepped
+from mcpgym._mcp_door import MCPEnv, _ssl_context, _unknown_tool, stepped
 from mcpgym._protocol import (
     EXTENSION_ID,
     CloseRequest,

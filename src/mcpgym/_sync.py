@@ -14,8 +14,8 @@ from typing import Any, Generic, Self, TypeVar, overload
 import mcp_types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, connect
-from mcpgym._env import AsyncEnv
 from mcpgym._types import CallToolAction, EpisodeState, ListToolsAction, StepResult
 
 AsyncT = TypeVar("AsyncT", bound=AbstractAsyncContextManager[Any])

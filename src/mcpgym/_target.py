@@ -45,7 +45,7 @@ from mcp import StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
-from mcpgym._env import AsyncEnv
+from mcpgym._client_api import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._server import GymServer
 

@@ -15,12 +15,12 @@ import anyio
 import mcp_types as types
 
 from mcpgym._catalog import Task, task_of
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, connect
-from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._episode import _run_user, build
 from mcpgym._inprocess import InProcessEnv
-from mcpgym._mcp_env import MCPEnv
+from mcpgym._mcp_door import MCPEnv
 from mcpgym._protocol import episode_meta, new_episode_id
 
 

@@ -43,8 +43,10 @@ _RESULT_DEFAULTS = _defaults(types.CallToolResult)
 
 
 @dataclass(frozen=True)
-class ToolSpec:
-    """One tool of an environment class: its MCP definition and how to call it.
+class BoundTool:
+    """One tool of an environment class, bound to its method: its MCP definition and how to call it.
+
+    (The chat-completions `tools` entry a policy is shown is another thing: `harness.ChatTool`.)
 
     `validate` and `convert` are the SDK's `FuncMetadata.validate_arguments` and
     `convert_result` with the per-call lookups hoisted to class creation; a test pins them
@@ -148,7 +150,7 @@ def tool(
     return mark(fn) if fn is not None else mark
 
 
-def collect_tools(cls: type) -> dict[str, ToolSpec]:
+def collect_tools(cls: type) -> dict[str, BoundTool]:
     """Build the tool table of an environment class (inherited tools included, overrides win)."""
     found: dict[str, Callable[..., Any]] = {}
     for klass in reversed(cls.__mro__):
@@ -157,16 +159,16 @@ def collect_tools(cls: type) -> dict[str, ToolSpec]:
                 found[attr] = value
             elif attr in found:
                 del found[attr]  # overridden by an undecorated method: no longer a tool
-    specs: dict[str, ToolSpec] = {}
+    tools: dict[str, BoundTool] = {}
     for attr, fn in found.items():
-        spec = _build_spec(cls, attr, fn, getattr(fn, _MARK))
-        if spec.name in specs:
-            raise TypeError(f"{cls.__name__}: two methods declare the tool name {spec.name!r}")
-        specs[spec.name] = spec
-    return specs
+        bound = _bind(cls, attr, fn, getattr(fn, _MARK))
+        if bound.name in tools:
+            raise TypeError(f"{cls.__name__}: two methods declare the tool name {bound.name!r}")
+        tools[bound.name] = bound
+    return tools
 
 
-def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptions) -> ToolSpec:
+def _bind(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptions) -> BoundTool:
     params = list(inspect.signature(fn).parameters)
     if not params or params[0] != "self" or isinstance(inspect.getattr_static(cls, attr), staticmethod | classmethod):
         raise TypeError(f"{cls.__name__}.{attr}: @mcpgym.tool goes on a regular method (first parameter `self`)")
@@ -191,7 +193,7 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptio
         str_result = "content"
     elif metadata.wrap_output and output.model_fields["result"].annotation is str:
         str_result = "structured"
-    return ToolSpec(
+    return BoundTool(
         name=name,
         method_name=attr,
         definition=definition,

@@ -33,8 +33,8 @@ from typing import Any, Final, Literal, Self
 
 import anyio
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target
-from mcpgym._env import AsyncEnv
 from mcpgym._shared import SharedClient
 from mcpgym._types import Action, StepResult
 

@@ -4,7 +4,7 @@ Layer: an application of the public Environment API (plus `Host`, for what an ep
 across requests). Nothing in the core imports it except `mcpgym/__init__` and the CLI.
 """
 
-from mcpgym._wrap._environment import WrappedEnvironment, wrap
+from mcpgym._wrap._proxy import WrappedEnvironment, wrap
 from mcpgym._wrap._rubric import CallRecord, WrapContext
 from mcpgym._wrap._sandbox import Sandbox
 from mcpgym._wrap._tasks import FileCheck, TaskFileError, TaskSpec, Verify, load_tasks

@@ -18,7 +18,7 @@ from mcpgym._chat import ChatEndpoint
 from mcpgym.harness.errors import EndpointError, EndpointTimeout
 from mcpgym.harness.policy import tool_call
 from mcpgym.harness.retry import Backoff
-from mcpgym.harness.types import AssistantTurn, Message, ToolCall, ToolSpec, Usage
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall, Usage
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -56,8 +56,8 @@ class OpenAIPolicy:
         self.backoff = self._endpoint.backoff
         self.timeout = timeout
 
-    async def __call__(self, messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
-        body = {"model": self.model, "messages": messages, **self._body}
+    async def __call__(self, messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, **self._body}
         if tools:
             body["tools"] = tools
         return parse_completion(await self._post(body))

@@ -4,7 +4,7 @@ Layer: contract. A policy is any async callable `(messages, tools) -> AssistantT
 OpenAI-compatible endpoint (`harness.OpenAIPolicy`) is one; a trainer plugs in its own
 generation (vLLM engine, HF `generate`, a scripted baseline) the same way:
 
-    async def policy(messages: list[Message], tools: list[ToolSpec]) -> AssistantTurn:
+    async def policy(messages: list[Message], tools: list[ChatTool]) -> AssistantTurn:
         text = await my_engine.chat(messages, tools)
         return AssistantTurn(content=..., tool_calls=[ToolCall(id=..., name=..., arguments_json=...)])
 
@@ -20,14 +20,14 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from mcpgym.harness.types import AssistantTurn, Message, ToolCall, ToolSpec
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall
 
 
 class Policy(Protocol):
-    async def __call__(self, messages: list[Message], tools: list[ToolSpec], /) -> AssistantTurn: ...
+    async def __call__(self, messages: list[Message], tools: list[ChatTool], /) -> AssistantTurn: ...
 
 
-def openai_tools(tools: list[types.Tool]) -> list[ToolSpec]:
+def openai_tools(tools: list[types.Tool]) -> list[ChatTool]:
     """MCP tools as chat-completions function tools: name, description, parameters = inputSchema."""
     return [
         {

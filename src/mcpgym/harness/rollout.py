@@ -43,7 +43,7 @@ from mcpgym._content import data_url, images
 from mcpgym.harness import target as targets
 from mcpgym.harness.policy import Policy, openai_tools
 from mcpgym.harness.progress import Progress
-from mcpgym.harness.types import Message, Step, StopReason, ToolCall, Trajectory, Turn, Usage
+from mcpgym.harness.types import CallOutcome, Message, StopReason, ToolCall, Trajectory, Turn, Usage
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
 
 log = logging.getLogger("harness")
@@ -163,7 +163,7 @@ async def _play(
         reply = await policy(list(episode.messages), tools)
         episode.waiting_on = "environment"
         episode.messages.append(reply.message())
-        steps: list[Step] = []
+        steps: list[CallOutcome] = []
         try:
             for call in reply.tool_calls:
                 steps.append(await _step(env, call, names, episode))
@@ -183,7 +183,7 @@ async def _play(
         episode.final = await env.close_episode()
 
 
-def image_message(steps: list[Step]) -> Message | None:
+def image_message(steps: list[CallOutcome]) -> Message | None:
     """The images this turn's tool results returned, as one user message of OpenAI-style image
     parts (chat-completions tool messages carry text only), after the turn's tool messages."""
     parts: list[dict[str, Any]] = []
@@ -199,11 +199,11 @@ def image_message(steps: list[Step]) -> Message | None:
 UNANSWERED = "Error: the episode failed before this call was answered; the environment may or may not have run it."
 
 
-async def _step(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], episode: _Episode) -> Step:
+async def _step(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], episode: _Episode) -> CallOutcome:
     return _answer(episode, call, await _run_call(env, call, names, episode.done))
 
 
-def _answer(episode: _Episode, call: ToolCall, step: Step) -> Step:
+def _answer(episode: _Episode, call: ToolCall, step: CallOutcome) -> CallOutcome:
     episode.done = episode.done or step.done
     episode.truncated = episode.truncated or step.truncated
     episode.terminated = episode.terminated or step.terminated
@@ -211,12 +211,14 @@ def _answer(episode: _Episode, call: ToolCall, step: Step) -> Step:
     return step
 
 
-def _refusal(call: ToolCall, output: str) -> Step:
+def _refusal(call: ToolCall, output: str) -> CallOutcome:
     # Answered by the harness, not the environment: the model sees why and can correct itself.
-    return Step(call_id=call.id, tool=call.name, arguments=call.arguments, output=output, is_error=True, stepped=False)
+    return CallOutcome(
+        call_id=call.id, tool=call.name, arguments=call.arguments, output=output, is_error=True, stepped=False
+    )
 
 
-async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done: bool) -> Step:
+async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done: bool) -> CallOutcome:
     if done:
         return _refusal(call, "Error: the episode is over; this call was not run.")
     if call.name not in names:
@@ -228,7 +230,7 @@ async def _run_call(env: mcpgym.AsyncEnv, call: ToolCall, names: set[str], done:
             "Call the tool again with valid JSON arguments.",
         )
     result = await env.call_tool(call.name, call.arguments)
-    return Step(
+    return CallOutcome(
         call_id=call.id,
         tool=call.name,
         arguments=call.arguments,

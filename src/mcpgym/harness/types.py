@@ -7,19 +7,50 @@ A rollout produces one `Trajectory` per episode. Its `turns` are the model's rep
 with the tool `steps` it caused; `messages` is the whole chat-completions conversation, ready
 to be tokenised for training. A failed episode is still a `Trajectory` (`status="failed"`,
 `error` says why), carrying every turn that completed before the failure.
+
+Names: `Trajectory` is the policy's side of an episode; the server's own record of one is
+`mcpgym.Recording`. `ChatTool` is one chat-completions `tools` entry (an MCP tool as the model
+sees it), formerly `ToolSpec`; `CallOutcome` is one tool call's outcome, formerly `Step` (the
+name a rubric's step has: `mcpgym.rubrics.Step`). The old names still import, with a
+`DeprecationWarning`, until 0.2.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from mcpgym._deprecated import deprecated_names as _deprecated_names
 
 Message = dict[str, Any]
 """One chat-completions message (`{"role": ..., "content": ..., "tool_calls": ...}`)."""
 
-ToolSpec = dict[str, Any]
-"""One entry of the chat-completions `tools` list (`{"type": "function", "function": {...}}`)."""
+
+class ChatFunction(TypedDict):
+    """The `function` of a `ChatTool`: an MCP tool's name, description and `inputSchema`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ChatTool(TypedDict):
+    """One entry of the chat-completions `tools` list: `{"type": "function", "function": {...}}`.
+
+    A plain dict at run time (a policy passes the list straight to its endpoint); the
+    `TypedDict` only lets a type checker see the wire shape.
+    """
+
+    type: Literal["function"]
+    function: ChatFunction
+
+
+DEPRECATED: dict[str, tuple[str, str]] = {
+    "ToolSpec": ("ChatTool", "one chat-completions tools entry"),
+    "Step": ("CallOutcome", "one tool call's outcome; a rubric's step is mcpgym.rubrics.Step"),
+}
+"""Old names of this module's types (and `mcpgym.harness`'s), resolved with a warning until 0.2."""
 
 StopReason = Literal["done", "truncated", "max_turns", "no_tool_calls", "error"]
 
@@ -72,9 +103,11 @@ class AssistantTurn(_Frozen):
         return message
 
 
-class Step(_Frozen):
+class CallOutcome(_Frozen):
     """One tool call's outcome. `stepped` is False when the harness answered the call itself
-    (unknown tool, malformed arguments, episode already over) without touching the environment."""
+    (unknown tool, malformed arguments, episode already over) without touching the environment.
+
+    Formerly `harness.Step`, the name a rubric's step has (`mcpgym.rubrics.Step`)."""
 
     call_id: str
     tool: str
@@ -97,7 +130,7 @@ class Turn(_Frozen):
     """One model reply and the steps it caused."""
 
     assistant: AssistantTurn
-    steps: list[Step] = Field(default_factory=list)
+    steps: list[CallOutcome] = Field(default_factory=list)
 
     @property
     def reward(self) -> float:
@@ -134,3 +167,10 @@ class Trajectory(_Frozen):
     @property
     def failed(self) -> bool:
         return self.status == "failed"
+
+
+if TYPE_CHECKING:  # the deprecated names, typed; at run time `__getattr__` resolves them and warns
+    ToolSpec = ChatTool
+    Step = CallOutcome
+else:
+    __getattr__ = _deprecated_names(__name__, DEPRECATED)

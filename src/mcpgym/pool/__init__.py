@@ -10,8 +10,8 @@ See rfcs/0006-scale-out.md.
 This package never imports Ray; `mcpgym.pool.ray` does (install `mcpgym[ray]`).
 """
 
-from mcpgym.pool._env import EpisodeHandle, PoolEnv
 from mcpgym.pool._k8s import statefulset_urls
 from mcpgym.pool._replicas import Discover, Pool, Replica
+from mcpgym.pool._routing import EpisodeHandle, PoolEnv
 
 __all__ = ["Discover", "EpisodeHandle", "Pool", "PoolEnv", "Replica", "statefulset_urls"]

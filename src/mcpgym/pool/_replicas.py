@@ -1,7 +1,7 @@
 """Replica bookkeeping for a pool of environment servers: which replicas are live, how many
 episodes each holds, and which one a new episode goes to.
 
-Layer: pool core. Speaks only `GET /healthz` (httpx2); no MCP, no Ray. `_env.PoolEnv` drives
+Layer: pool core. Speaks only `GET /healthz` (httpx2); no MCP, no Ray. `_routing.PoolEnv` drives
 episodes on top of it; `ray.RayPool` and Kubernetes only supply the URLs.
 
 Load figures come from each server's `/healthz` ("episodes": live episodes, every client's),
@@ -32,7 +32,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcpgym._errors import AT_CAPACITY, MCPError
 
 if TYPE_CHECKING:
-    from mcpgym.pool._env import PoolEnv
+    from mcpgym.pool._routing import PoolEnv
 
 Discover = Callable[[], Awaitable[Sequence[str]]]
 """Returns the pool's current replica URLs (a Ray pool's actors can move to new ports)."""
@@ -108,7 +108,7 @@ class Pool:
 
     def connect(self, **options: Any) -> PoolEnv:
         """A new client of this pool: `async with pool.connect() as env:` (see `PoolEnv`)."""
-        from mcpgym.pool._env import PoolEnv  # the door imports this module, not the other way
+        from mcpgym.pool._routing import PoolEnv  # the door imports this module, not the other way
 
         return PoolEnv(self, **options)
 

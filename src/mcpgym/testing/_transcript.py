@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import connect
-from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
 from mcpgym._types import CallToolAction, ListToolsAction

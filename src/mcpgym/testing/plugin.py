@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import connect
-from mcpgym._env import AsyncEnv
 from mcpgym._environment import Environment
 from mcpgym.testing._doors import DOORS, Door, door
 

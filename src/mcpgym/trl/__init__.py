@@ -15,12 +15,14 @@ trainer = GRPOTrainer(
 ```
 
 The generated class has one method per MCP tool (same name, signature and docstring built
-from its `inputSchema`), `reset(**row)` and `get_reward()`; see `_environment` for the
+from its `inputSchema`), `reset(**row)` and `get_reward()`; see `_tool_class` for the
 contract and `rfcs/0004-trl-integration.md` for the decisions. Needs `pip install
 'mcpgym[trl]'` to train; importing this module imports neither trl nor torch.
 """
 
-from mcpgym.trl._environment import (
+from mcpgym.trl._factory import EnvironmentFactory, dataset
+from mcpgym.trl._runtime import runtime as _runtime
+from mcpgym.trl._tool_class import (
     EnvironmentToolError,
     EpisodeOverError,
     MCPEnvironment,
@@ -30,8 +32,6 @@ from mcpgym.trl._environment import (
     multimodal_content,
     tool_text,
 )
-from mcpgym.trl._factory import EnvironmentFactory, dataset
-from mcpgym.trl._runtime import runtime as _runtime
 
 
 def close() -> None:

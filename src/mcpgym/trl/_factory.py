@@ -1,6 +1,6 @@
 """`EnvironmentFactory` and `dataset`: the pieces around the generated class.
 
-Layer: top, beside `_environment`. `datasets` is imported only when a dataset is built.
+Layer: top, beside `_tool_class`. `datasets` is imported only when a dataset is built.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from mcpgym._catalog import Task
 from mcpgym._connect import Target
 from mcpgym._task_list import list_tasks
-from mcpgym.trl._environment import MCPEnvironment, environment_class
 from mcpgym.trl._runtime import runtime
+from mcpgym.trl._tool_class import MCPEnvironment, environment_class
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]

@@ -28,8 +28,8 @@ from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, connect
-from mcpgym._env import AsyncEnv
 from mcpgym._shared import SharedClient
 
 log = logging.getLogger("mcpgym.trl")

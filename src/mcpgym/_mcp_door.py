@@ -25,8 +25,8 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND
 
+from mcpgym._client_api import AsyncEnv
 from mcpgym._client_faults import FaultMappingTransport
-from mcpgym._env import AsyncEnv
 from mcpgym._errors import MCPError
 from mcpgym._protocol import (
     EPISODE_HEADER,

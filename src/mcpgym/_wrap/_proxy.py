@@ -1,6 +1,6 @@
 """`mcpgym.wrap(...)`: any MCP server as an environment, one fresh server per episode.
 
-Layer: an environment built on the public `Environment` API (plus a pass-through tool spec).
+Layer: an environment built on the public `Environment` API (plus a pass-through `ProxyTool`).
 The wrapped server's tools are this environment's tools, with their own schemas; each call is
 forwarded unchanged and its result returned unchanged, with the reward stamp added by the
 episode core as for any environment. After every step the rubric scores the episode's state:
@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from mcpgym._catalog import Task
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError, ToolError
-from mcpgym._tools import ToolSpec
+from mcpgym._tools import BoundTool
 from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox
@@ -52,7 +52,7 @@ _NO_TASK = TaskSpec(id="open", prompt="")
 """The task of a wrapped server given no task file: a fresh server per episode, no reward."""
 
 
-class ProxyToolSpec(ToolSpec):
+class ProxyTool(BoundTool):
     """A wrapped server's tool: arguments go through as given (the wrapped server validates them
     against its own schema, as it would for any client) and its result comes back unchanged."""
 
@@ -68,7 +68,7 @@ class ProxyToolSpec(ToolSpec):
 
 
 def _forward(tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    raise NotImplementedError  # only its signature is used: the metadata every ProxyToolSpec carries
+    raise NotImplementedError  # only its signature is used: the metadata every ProxyTool carries
 
 
 @functools.cache
@@ -371,7 +371,7 @@ def wrap(
         "__qualname__": cls_name,
     }
     cls = cast(type[WrappedEnvironment], type(cls_name, (WrappedEnvironment,), namespace))
-    cls.__mcpgym_tools__ = {tool.name: _spec(tool) for tool in exposed}
+    cls.__mcpgym_tools__ = {tool.name: _proxy_tool(tool) for tool in exposed}
     for warning in box.warnings():
         logger.warning("%s", warning)
     return cls
@@ -390,8 +390,8 @@ def _absolute(argv: Sequence[str]) -> tuple[str, ...]:
     )
 
 
-def _spec(tool: types.Tool) -> ProxyToolSpec:
-    return ProxyToolSpec(
+def _proxy_tool(tool: types.Tool) -> ProxyTool:
+    return ProxyTool(
         name=tool.name,
         method_name="forward",
         definition=tool,

@@ -26,9 +26,9 @@ import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp_types import CONNECTION_CLOSED
 
-from mcpgym._env import AsyncEnv
+from mcpgym._client_api import AsyncEnv
 from mcpgym._errors import AT_CAPACITY, MCPError
-from mcpgym._mcp_env import _TRANSPORT_ERRORS, MCPEnv
+from mcpgym._mcp_door import _TRANSPORT_ERRORS, MCPEnv
 from mcpgym._protocol import ResetResult
 from mcpgym._types import EpisodeState, ToolStep
 from mcpgym.pool._replicas import Pool, Replica

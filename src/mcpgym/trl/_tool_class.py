@@ -60,7 +60,7 @@ from mcpgym._connect import Target, connect
 from mcpgym._content import decoded, images, result_text
 from mcpgym._environment import Environment
 from mcpgym._errors import MCPError
-from mcpgym._mcp_env import MCPEnv
+from mcpgym._mcp_door import MCPEnv
 from mcpgym._protocol import RUBRIC_KEY
 from mcpgym._shared import SharedClient
 from mcpgym._spec import connect_options as connect_options_of
