@@ -11,8 +11,9 @@ to the cgroup of the process's owner task (the server's), never to the thread's.
 
 So a few forker threads (`STOCK`) each make a group, move in (paying the wait off any call's
 path) and offer it as a `Cradle`; the first start of an episode takes a ready one, and the
-forker starts the worker (`subprocess.Popen`, handed to the loop as `_popen.PopenProcess`), moves
-back to the server's cgroup and makes the next group (two moves in a row: one wait). A forker
+forker starts the worker (`subprocess.Popen`, handed to the loop as `_popen.PopenProcess`); once
+the worker is up (`release()`) it moves back to the server's cgroup and makes the next group (two
+moves in a row: one wait). A forker
 lives as long as the server: a process started with PR_SET_PDEATHSIG (`bwrap
 --die-with-parent`) is killed when the thread that forked it ends, not only its process.
 
@@ -46,7 +47,7 @@ logger = logging.getLogger("servers.coding")
 
 STOCK = 2  # forker threads (and so cradles ready at once) per server process and episode limit
 _LEAVE_SECONDS = 5.0  # how long an ended thread may take to leave its group (microseconds, in practice)
-_SKIP = object()  # a taken cradle nobody started a process in: the forker moves on all the same
+_SKIP = object()  # `release()`: the cradle's start is over (or never came): the forker moves on
 
 _LOCK = threading.Lock()
 _OFFERED = threading.Condition(_LOCK)  # notified when a forker offers a cradle
@@ -64,6 +65,7 @@ class Cradle:
         self.left = threading.Event()
         """The forker is out of the group (gone back to the server's cgroup, or ended)."""
         self._used = False
+        self._released = False
 
     @property
     def forker_id(self) -> int:
@@ -73,7 +75,7 @@ class Cradle:
 
     async def open_process(self, argv: Sequence[str], **popen: Any) -> Process:
         """`argv` started in the group by the forker (`subprocess.Popen` keywords; stdin and
-        stdout piped). Once per cradle."""
+        stdout piped). Once per cradle, then `release()` it once the process has started."""
         assert not self._used
         self._used = True
 
@@ -83,9 +85,10 @@ class Cradle:
         return PopenProcess(await anyio.to_thread.run_sync(self._forker.run, start))
 
     def release(self) -> None:
-        """For a cradle taken but not used to start a process: the forker leaves it all the same."""
-        if not self._used:
-            self._used = True
+        """The start this cradle was taken for is over (the process runs, or it failed, or it
+        never came): the forker leaves the group. Idempotent; every taken cradle needs it."""
+        if not self._released:
+            self._released = self._used = True
             self._forker.jobs.put(_SKIP)
 
     async def wait_left(self) -> None:
@@ -127,12 +130,16 @@ class _Forker:
             job = self.jobs.get()
             if job is None:  # the server closes: the thread ends, which takes it out of the group
                 return
-            if job is not _SKIP:
+            if job is not _SKIP:  # a start: then wait for release()
                 try:
                     self._results.put((True, job()))
                 except BaseException as exc:  # handed to the caller, raised there
                     self._results.put((False, exc))
-            try:  # out of the episode's group at once: the episode may end any time now
+                # Out of the group once the process has started, not while it starts: the move
+                # waits for a grace period that slows the forks of its start-up (~1 ms).
+                if self.jobs.get() is None:
+                    return
+            try:  # out of the episode's group: the episode may end any time now
                 self._hierarchy.bring_back_thread()
             except OSError as exc:  # then the group cannot be removed; this thread offers no more
                 logger.warning("a cgroup forker thread could not leave %s: %s", cradle.group.path, exc)
