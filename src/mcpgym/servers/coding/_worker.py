@@ -18,9 +18,11 @@ import os
 import resource
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not `typing` at run time: the worker starts ~2 ms faster without it
 if TYPE_CHECKING:
+    from typing import Any
+
     from mcpgym.servers.coding._confine import block_user_namespaces
 
 _MAIN_PID = os.getpid()
@@ -30,7 +32,7 @@ def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
-def _confine(config: dict[str, Any]) -> None:
+def _confine(config: "dict[str, Any]") -> None:
     limits = config["limits"]
     _limit(resource.RLIMIT_AS, limits["memory_bytes"])
     _limit(resource.RLIMIT_FSIZE, limits["file_size_bytes"])
@@ -60,7 +62,7 @@ def _arm_cpu(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (min(spent + seconds, hard), hard))
 
 
-def _run_repl(code: str, namespace: dict[str, Any]) -> str:
+def _run_repl(code: str, namespace: "dict[str, Any]") -> str:
     """Run like an interactive prompt: the value of a final expression is printed."""
     import ast  # not at module level: the worker starts faster without it
 
@@ -127,7 +129,7 @@ def _reap() -> None:
         pass
 
 
-def main(config: dict[str, Any]) -> None:
+def main(config: "dict[str, Any]") -> None:
     if os.getpid() == 1:
         _leave_init()
     requests = os.fdopen(os.dup(0), "rb")
