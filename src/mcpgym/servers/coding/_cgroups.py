@@ -138,7 +138,8 @@ def _pids(group: Path) -> set[int]:
 
 
 class Group:
-    """One episode's memory cgroup: processes join at start (`join_argv`), leave when killed."""
+    """One episode's memory cgroup: processes start in it (forked by a thread already inside,
+    `join_thread` and `_cradle`, or moving in before exec, `join_argv`), leave when killed."""
 
     def __init__(self, hierarchy: Hierarchy, limit: int) -> None:
         self.path = hierarchy.parent / str(next(_NEXT))
