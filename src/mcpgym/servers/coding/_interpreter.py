@@ -57,7 +57,7 @@ class Interpreter:
                 return _reply(started, notice, self.sandbox)
             self._worker = started
         try:
-            execution = await self._worker.execute({"code": code})
+            execution = await self._worker.execute(code)
         except BaseException:
             self._restarted = True  # cancelled: the worker was killed with the call
             raise

@@ -7,7 +7,6 @@ Knows nothing of REPL state or grading; `_interpreter` builds on it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -164,22 +163,23 @@ class WorkerProcess:
         """Kill what the last call left running (background processes, daemons); keep the worker."""
         return self.group.kill_all_but(self.baseline) if self.group is not None else 0
 
-    async def execute(self, request: dict[str, object]) -> Execution:
+    async def execute(self, code: str) -> Execution:
         try:
-            return await self._execute(request)
+            return await self._execute(code)
         except BaseException:
             # Cancelled (or failed) mid-call: the worker may still run this request, and would
             # answer the next one only after it. It is killed; the next call starts a fresh one.
             await self.kill()
             raise
 
-    async def _execute(self, request: dict[str, object]) -> Execution:
+    async def _execute(self, code: str) -> Execution:
         limits = self.sandbox.limits
         token = secrets.token_hex(8)
         output = _Output(limits.output_bytes)
         assert self.process.stdin is not None
+        source = code.encode("utf-8", "surrogatepass")  # as JSON carried it: lone surrogates too
         try:
-            await self.process.stdin.send(json.dumps({**request, "token": token}).encode() + b"\n")
+            await self.process.stdin.send(f"{token} {len(source)}\n".encode() + source)  # see _worker.py
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return await self._died(output)
         with anyio.move_on_after(limits.timeout) as scope:
