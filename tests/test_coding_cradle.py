@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpgym.servers.coding import Sandbox, _cradle
+from mcpgym.servers.coding import Limits, Sandbox, _cradle
 from mcpgym.servers.coding._cgroups import Hierarchy
 from mcpgym.servers.coding._interpreter import Interpreter
 from mcpgym.servers.coding._workspace import Workspace
@@ -67,6 +67,10 @@ def server_thread_cgroups() -> set[Path]:
     return {memory_cgroup(Path(f"/proc/self/task/{tid}")) for tid in server_threads()}
 
 
+def other_processes(group: Path) -> set[int]:
+    return {int(pid) for pid in (group / "cgroup.procs").read_text().split()} - {os.getpid()}
+
+
 def tree(pid: int) -> set[int]:
     found, todo = {pid}, [pid]
     while todo:
@@ -75,6 +79,23 @@ def tree(pid: int) -> set[int]:
             found |= children
             todo += children
     return found
+
+
+async def all_exit(pids: set[int]) -> bool:
+    """Whether every process in `pids` exits within 10 s (a killed one may still be exiting; bwrap's
+    launcher reports its child's end before the pid namespace's init is gone)."""
+    with anyio.move_on_after(10):
+        for pid in pids:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await anyio.wait_readable(pidfd)  # readable once the process has exited
+            finally:
+                os.close(pidfd)
+        return True
+    return False
 
 
 async def ready() -> None:
@@ -106,11 +127,13 @@ async def test_the_first_worker_is_forked_in_its_episodes_cgroup_by_a_thread_wai
         assert len(processes) >= 2 and group.pids() == processes  # bwrap, its init, the interpreter
         assert cgroups_of(processes) == {group.path}
         # The forker went back to the server's cgroup: no thread of the server is left in the
-        # episode's group, or in any but those of episodes to come (the forkers waiting there).
+        # episode's group, and the only others a thread of it is in are fresh ones no process uses
+        # (the forkers', made for episodes to come).
         await cradle.wait_left()
         assert not group.holds_this_server()
         elsewhere = server_thread_cgroups() - {hierarchy().parent.parent}
-        assert elsewhere <= {waiting.group.path for waiting in _cradle._READY[key()]}
+        assert group.path not in elsewhere
+        assert all(path.parent == hierarchy().parent and other_processes(path) == set() for path in elsewhere)
         # It lives on (bwrap --die-with-parent dies with the thread that forked it): so does the worker.
         assert cradle.forker_id in server_threads()
         assert (await worker.run("x + 1")).text == "2\n"
@@ -151,6 +174,23 @@ async def test_code_reaches_the_worker_intact_whatever_its_size_or_characters() 
         await worker.close()
         await workspace.remove()
         SANDBOX.release_uid(workspace.uid)
+
+
+async def test_the_first_workers_death_and_timeout_are_reported_as_any_others() -> None:
+    sandbox = Sandbox(Limits(**{**QUICK.__dict__, "timeout": 0.5}))  # the same episode memory: the same cradles
+    for code, said in [("import os\nos._exit(3)", "exited with status 3"), ("while True:\n    pass", "timed out")]:
+        await ready()
+        workspace = Workspace(sandbox.new_uid(), 1 << 16)
+        worker = Interpreter(sandbox, workspace.root, workspace.uid, cgroup=True)
+        try:
+            reply = await worker.run(code)
+            assert worker._cradle is not None  # the premise: the first worker, forked in its cradle
+            assert reply.is_error and said in reply.text, reply.text
+            assert worker.group is not None and await all_exit(worker.group.pids())  # nothing of it runs on
+        finally:
+            await worker.close()
+            await workspace.remove()
+            sandbox.release_uid(workspace.uid)
 
 
 async def test_without_a_cgroup_made_ahead_the_worker_moves_into_its_group_before_it_starts(
@@ -201,7 +241,7 @@ async def test_a_call_cancelled_in_the_first_worker_kills_everything_in_its_grou
                 await anyio.wait_all_tasks_blocked()  # the premise: the call runs (and its child)
             tg.cancel_scope.cancel()
         assert worker._cradle is not None and worker.group is not None
-        assert worker.group.pids() == set()  # the whole tree was killed, not only the worker
+        assert await all_exit(worker.group.pids())  # the whole tree was killed, not only the worker
         after = await worker.run("1 + 1")
         assert not after.is_error and "fresh interpreter" in after.text and after.text.endswith("2\n")
     finally:
@@ -214,7 +254,7 @@ SERVER = textwrap.dedent(
     """
     import json
     import anyio, mcpgym
-    from mcpgym.servers.coding import Sandbox, _cradle
+    from mcpgym.servers.coding import Limits, Sandbox, _cradle
     from tests.coding.helpers import QUICK, coding
 
     async def main():
@@ -247,7 +287,7 @@ def test_a_worker_forked_by_a_cradle_dies_with_its_server() -> None:
         """
         import sys
         import anyio
-        from mcpgym.servers.coding import Sandbox, _cradle
+        from mcpgym.servers.coding import Limits, Sandbox, _cradle
         from mcpgym.servers.coding._interpreter import Interpreter
         from mcpgym.servers.coding._workspace import Workspace
         from tests.coding.helpers import QUICK
