@@ -87,9 +87,9 @@ async def test_a_forged_verdict_of_any_kind_earns_nothing_with_or_without_partia
 FORGED_MARKER = r"""
 import sys, os
 f = sys._getframe()
-while 'request' not in f.f_locals:
+while 'header' not in f.f_locals:  # the worker's loop: it holds this call's token
     f = f.f_back
-os.write(1, b'\0' + f.f_locals['request']['token'].encode() + b' ')
+os.write(1, b'\0' + f.f_locals['token'] + b' ')
 while True:
     os.write(1, b'x' * (1 << 16))
 """

@@ -248,7 +248,7 @@ async def test_sandbox_start_ups_wait_in_a_queue_before_any_call_is_timed() -> N
     async with mcpgym.connect(coding()) as first, mcpgym.connect(coding()) as second:
         await first.reset(seed=0)
         await second.reset(seed=0)
-        queue = _process._starting()
+        queue = _process.starting()
         held = 0
         while queue.value:  # take every start-up slot: new interpreters must wait
             await queue.acquire()

@@ -23,6 +23,7 @@ import itertools
 import logging
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,10 @@ class Hierarchy:
     @property
     def limit_file(self) -> str:
         return "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+
+    def bring_back_thread(self) -> None:
+        """Move the calling thread (alone) back into the server's own cgroup (v1; see `Group.join_thread`)."""
+        (self.parent.parent / "tasks").write_text(str(threading.get_native_id()))
 
     def describe(self, limit: int) -> str:
         return f"memory cgroup per episode (v{self.version} {self.limit_file} = {limit} bytes)"
@@ -127,11 +132,14 @@ def _empty(group: Path) -> None:
 
 
 def _pids(group: Path) -> set[int]:
-    return {int(pid) for pid in _read(group / "cgroup.procs").split()}
+    """The processes in `group`, never this server itself: on cgroup v1 `cgroup.procs` lists a
+    process when any of its threads is in the group, and a `_cradle` thread may still be there."""
+    return {int(pid) for pid in _read(group / "cgroup.procs").split()} - {os.getpid()}
 
 
 class Group:
-    """One episode's memory cgroup: processes join at start (`join_argv`), leave when killed."""
+    """One episode's memory cgroup: processes start in it (forked by a thread already inside,
+    `join_thread` and `_cradle`, or moving in before exec, `join_argv`), leave when killed."""
 
     def __init__(self, hierarchy: Hierarchy, limit: int) -> None:
         self.path = hierarchy.parent / str(next(_NEXT))
@@ -153,6 +161,15 @@ class Group:
     def join_argv(self, argv: list[str]) -> list[str]:
         """`argv` run so that it is in this group before it starts (`0` moves the writer itself)."""
         return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *argv]
+
+    def join_thread(self) -> None:
+        """Move the calling thread (alone) into this group: cgroup v1 only, where a thread may be in
+        another memory cgroup than its process. What it forks from then on is born in the group."""
+        (self.path / "tasks").write_text(str(threading.get_native_id()))
+
+    def holds_this_server(self) -> bool:
+        """Whether a thread of this server process is in the group (`pids()` leaves it out)."""
+        return str(os.getpid()) in _read(self.path / "cgroup.procs").split()
 
     def pids(self) -> set[int]:
         return _pids(self.path)

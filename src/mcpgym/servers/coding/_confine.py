@@ -18,8 +18,11 @@ on first use: a worker under bwrap never needs it (it costs milliseconds of star
 """
 
 import os
-import struct
-from typing import Any
+
+# Not `typing` at run time (nor `struct` until used): the worker starts ~2 ms faster without them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -31,10 +34,10 @@ _SYSCALLS = {
     "x86_64": (0xC000003E, 272, 56, 435, 308),
     "aarch64": (0xC00000B7, 97, 220, 435, 268),
 }
-_LOADED: list[Any] = []  # ctypes' libc, once loaded
+_LOADED: "list[Any]" = []  # ctypes' libc, once loaded
 
 
-def _libc() -> Any:
+def _libc() -> "Any":
     if not _LOADED:
         import ctypes
 
@@ -68,6 +71,8 @@ def set_dumpable(on: bool) -> None:
 
 def seccomp_program() -> bytes:
     """The filter as classic BPF (what `bwrap --seccomp` reads); empty on an unknown machine."""
+    import struct
+
     numbers = _SYSCALLS.get(os.uname().machine)
     if numbers is None:
         return b""
@@ -98,6 +103,7 @@ def seccomp_program() -> bytes:
 def block_user_namespaces() -> bool:
     """Install the filter on this process (inherited by its children); False on an unknown machine."""
     import ctypes
+    import struct
 
     libc = _libc()
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")

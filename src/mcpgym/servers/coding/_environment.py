@@ -16,8 +16,8 @@ from pydantic import Field
 
 import mcpgym
 import mcpgym.rubrics
+from mcpgym.servers.coding import _cradle
 from mcpgym.servers.coding import _scratch as scratch
-from mcpgym.servers.coding._cgroups import Group
 from mcpgym.servers.coding._interpreter import Interpreter, grade
 from mcpgym.servers.coding._rubrics import CORRECT_AND_CONCISE
 from mcpgym.servers.coding._sandbox import Sandbox
@@ -64,7 +64,6 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
         self._uid: int | None = None
-        self._group: Group | None = None
         self.hack_signals: list[str] | None = None  # set by submit: suspected reward hacking (`_hacks`)
 
     def state_info(self) -> dict[str, Any]:
@@ -92,8 +91,9 @@ class Coding(mcpgym.Environment):
         parent = await anyio.to_thread.run_sync(scratch.directory)  # the first call sweeps: not on the loop
         self._workspace = Workspace(uid, _READ_LIMIT, quota, parent=parent)
         hierarchy = self.sandbox.protections.cgroups
-        self._group = None if hierarchy is None else Group(hierarchy, limits.episode_memory_bytes)
-        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid, self._group)
+        if hierarchy is not None:  # the episode's memory cgroup is made ahead, taken at its first run_python
+            _cradle.prepare(hierarchy, limits.episode_memory_bytes)
+        self._interpreter = Interpreter(self.sandbox, self._workspace.root, uid, cgroup=True)
         return {**self._brief(), "sandbox": self.sandbox.protections.describe()}
 
     def catalog(self) -> list[mcpgym.Task]:
@@ -193,13 +193,11 @@ class Coding(mcpgym.Environment):
         )
 
     async def close(self) -> None:
-        interpreter, workspace, uid, group = self._interpreter, self._workspace, self._uid, self._group
-        self._interpreter = self._workspace = self._uid = self._group = None
+        interpreter, workspace, uid = self._interpreter, self._workspace, self._uid
+        self._interpreter = self._workspace = self._uid = None
         try:
             if interpreter is not None:
-                await interpreter.close()
-            if group is not None:
-                group.remove()  # nothing of the episode is left in it (or what is, is killed now)
+                await interpreter.close()  # its worker, and the episode's memory cgroup
             if workspace is not None:
                 await workspace.remove()
         finally:

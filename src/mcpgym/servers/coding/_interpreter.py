@@ -13,10 +13,11 @@ from pathlib import Path
 
 import anyio
 
+from mcpgym.servers.coding import _cradle
 from mcpgym.servers.coding import _hacks as hacks
 from mcpgym.servers.coding._cgroups import Group
 from mcpgym.servers.coding._grader import grader
-from mcpgym.servers.coding._process import Ending, Execution, WorkerProcess
+from mcpgym.servers.coding._process import Ending, Execution, WorkerProcess, starting
 from mcpgym.servers.coding._sandbox import Sandbox
 from mcpgym.servers.coding._tasks import Task
 
@@ -32,13 +33,18 @@ class Reply:
 
 
 class Interpreter:
-    """A persistent sandboxed interpreter working in `workspace` (started on first use)."""
+    """A persistent sandboxed interpreter working in `workspace` (started on first use). With
+    `cgroup` (and a machine that has them) its processes are in a memory cgroup of the episode's
+    own, taken ready-made (`_cradle`) at the first start and removed by `close()`."""
 
-    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None, group: Group | None = None) -> None:
+    def __init__(self, sandbox: Sandbox, workspace: Path, uid: int | None, *, cgroup: bool = False) -> None:
         self.sandbox = sandbox
         self.workspace = workspace
         self.uid = uid
-        self.group = group  # the episode's memory cgroup, if the machine gives one
+        hierarchy = sandbox.protections.cgroups if cgroup else None
+        self._cgroup = None if hierarchy is None else (hierarchy, sandbox.limits.episode_memory_bytes)
+        self.group: Group | None = None  # the episode's memory cgroup, from the first start on
+        self._cradle: _cradle.Cradle | None = None  # where it was made ahead, if it was
         self._worker: WorkerProcess | None = None
         self._restarted = False  # a worker died: tell the agent on the next call
 
@@ -48,12 +54,12 @@ class Interpreter:
             if self._restarted:
                 notice = f"[note: this is a fresh interpreter; {STATE_LOST}]\n"
                 self._restarted = False
-            started = await WorkerProcess.start(self.sandbox, self.workspace, self.uid, self.group)
+            started = await self._start()
             if isinstance(started, Execution):  # died starting: say what it printed
                 return _reply(started, notice, self.sandbox)
             self._worker = started
         try:
-            execution = await self._worker.execute({"code": code})
+            execution = await self._worker.execute(code)
         except BaseException:
             self._restarted = True  # cancelled: the worker was killed with the call
             raise
@@ -63,9 +69,27 @@ class Interpreter:
             self._worker.sweep()  # the call is over: so is everything it started
         return _reply(execution, notice, self.sandbox)
 
+    async def _start(self) -> WorkerProcess | Execution:
+        async with starting():  # a place in the start-up queue first: it bounds the cradles taken
+            cradle = None
+            if self._cgroup is not None and self.group is None:  # the first start: the episode's group
+                cradle = self._cradle = _cradle.take(*self._cgroup)
+                self.group = Group(*self._cgroup) if cradle is None else cradle.group
+            try:
+                return await WorkerProcess.start(
+                    self.sandbox, self.workspace, self.uid, self.group, cradle, queued=True
+                )
+            finally:
+                if cradle is not None:
+                    cradle.release()  # not used (it failed before): its forker leaves the group all the same
+
     async def close(self) -> None:
         if self._worker is not None:
             await self._worker.kill()
+        if self._cradle is not None:
+            await self._cradle.wait_left()  # the server's forker thread out of the group first
+        if self.group is not None:
+            self.group.remove()  # nothing of the episode is left in it (or what is, is killed now)
 
 
 def _reply(execution: Execution, notice: str, sandbox: Sandbox) -> Reply:

@@ -6,7 +6,7 @@ Knows nothing of REPL state or grading; `_interpreter` builds on it.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import secrets
 import signal
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +23,7 @@ from anyio.abc import Process
 
 from mcpgym.servers.coding._cgroups import Group
 from mcpgym.servers.coding._confine import seccomp_program
+from mcpgym.servers.coding._cradle import Cradle
 from mcpgym.servers.coding._sandbox import Sandbox
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -43,7 +45,7 @@ def _seccomp_pipe() -> int:
     return read
 
 
-def _starting() -> anyio.Semaphore:
+def starting() -> anyio.Semaphore:
     """Concurrent sandbox start-ups per event loop: a queue, so 1,000 resets do not time out their
     first calls (each start-up costs ~20 ms of CPU in namespace and interpreter set-up)."""
     loop = anyio.lowlevel.current_token().native_token
@@ -101,30 +103,47 @@ class WorkerProcess:
 
     @classmethod
     async def start(
-        cls, sandbox: Sandbox, workspace: Path, uid: int | None, group: Group | None = None
+        cls,
+        sandbox: Sandbox,
+        workspace: Path,
+        uid: int | None,
+        group: Group | None = None,
+        cradle: Cradle | None = None,
+        *,
+        queued: bool = False,
     ) -> WorkerProcess | Execution:
         """A worker ready for requests, or what it printed before it died. Start-ups are queued
-        (`_STARTING`): under load the wait is the server's, never charged to a call's limits."""
-        async with _starting():
+        (`starting()`; `queued`: the caller holds a place already): under load the wait is the
+        server's, never charged to a call's limits. In `group` from its first instruction: forked
+        there by the thread waiting in `cradle` (the group's, made ahead: `_cradle`), else it
+        moves itself in before exec (`Group.join_argv`)."""
+        async with contextlib.nullcontext() if queued else starting():
             seccomp = _seccomp_pipe() if sandbox.protections.isolation == "bwrap" else None
             try:
                 argv = sandbox.command(workspace, uid, seccomp_fd=seccomp)
-                process = await anyio.open_process(
-                    group.join_argv(argv) if group is not None else argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=workspace,
+                options: dict[str, Any] = {
+                    "stdin": subprocess.PIPE,
+                    "stdout": subprocess.PIPE,
+                    "stderr": subprocess.STDOUT,
+                    "cwd": workspace,
                     # The workspace is the one writable, size-bounded place (/tmp is read-only under bwrap).
-                    env={**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
-                    start_new_session=True,  # its own process group, so kill() reaches forked children too
-                    pass_fds=() if seccomp is None else (seccomp,),
-                )
+                    "env": {**_ENV, "TMPDIR": sandbox.workdir(workspace), "HOME": sandbox.workdir(workspace)},
+                    "start_new_session": True,  # its own process group, so kill() reaches forked children too
+                    "pass_fds": () if seccomp is None else (seccomp,),
+                }
+                if cradle is not None:
+                    process = await cradle.open_process(argv, **options)
+                else:
+                    process = await anyio.open_process(group.join_argv(argv) if group is not None else argv, **options)
             finally:
                 if seccomp is not None:
                     os.close(seccomp)
             worker = cls(process, sandbox, group)
-            failure = await worker._until_ready()
+            try:
+                failure = await worker._until_ready()
+            except BaseException:
+                await worker.kill()  # cancelled while it started: nothing of it may stay behind
+                raise
         if failure is not None:
             return failure
         if group is not None:
@@ -144,22 +163,23 @@ class WorkerProcess:
         """Kill what the last call left running (background processes, daemons); keep the worker."""
         return self.group.kill_all_but(self.baseline) if self.group is not None else 0
 
-    async def execute(self, request: dict[str, object]) -> Execution:
+    async def execute(self, code: str) -> Execution:
         try:
-            return await self._execute(request)
+            return await self._execute(code)
         except BaseException:
             # Cancelled (or failed) mid-call: the worker may still run this request, and would
             # answer the next one only after it. It is killed; the next call starts a fresh one.
             await self.kill()
             raise
 
-    async def _execute(self, request: dict[str, object]) -> Execution:
+    async def _execute(self, code: str) -> Execution:
         limits = self.sandbox.limits
         token = secrets.token_hex(8)
         output = _Output(limits.output_bytes)
         assert self.process.stdin is not None
+        source = code.encode("utf-8", "surrogatepass")  # as JSON carried it: lone surrogates too
         try:
-            await self.process.stdin.send(json.dumps({**request, "token": token}).encode() + b"\n")
+            await self.process.stdin.send(f"{token} {len(source)}\n".encode() + source)  # see _worker.py
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return await self._died(output)
         with anyio.move_on_after(limits.timeout) as scope:
