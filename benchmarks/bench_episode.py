@@ -6,9 +6,11 @@
 
 Each episode runs in-process (`mcpgym.connect(Coding)`) on HumanEval/0 with its canonical
 solution: `reset`, two `run_python` calls (the first starts the sandboxed interpreter), `submit`.
-Also reported, with one episode kept open after its first `run_python`: the sandbox processes
-it costs (every process under the server's tree but the server) and their RSS (sum of
-`VmRSS`), and the server's own RSS growth per open episode.
+Also reported: the sandbox processes the server holds for every episode once it has graded (the
+grader zygote and the trial it keeps forked ahead) and their RSS; and, with one episode kept open
+after its first `run_python`, the sandbox processes that episode costs (every new process under
+the server's tree) and their RSS (sum of `VmRSS`: pages shared copy-on-write count in each), and
+the server's own RSS growth per open episode.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ async def measure(episodes: int) -> None:
     server = os.getpid()
     before = set(_descendants(server))
     rss_before = _rss_kib(server)
+    # What the server holds for all episodes once it has graded: the grader zygote (under its
+    # launcher) and the trial it keeps forked ahead.
+    print(f"server-wide: {len(before)} sandbox processes, {sum(map(_rss_kib, before)) / 1024:.1f} MiB RSS")
     async with mcpgym.connect(Coding) as env:
         await env.reset(options={"task_id": TASK})
         await env.call_tool("run_python", {"code": "x = 1"})

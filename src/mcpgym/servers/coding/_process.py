@@ -47,7 +47,7 @@ def _seccomp_pipe() -> int:
 
 def starting() -> anyio.Semaphore:
     """Concurrent sandbox start-ups per event loop: a queue, so 1,000 resets do not time out their
-    first calls (each start-up costs ~20 ms of CPU in namespace and interpreter set-up)."""
+    first calls (each start-up costs ~12 ms in namespace and interpreter set-up)."""
     loop = anyio.lowlevel.current_token().native_token
     if loop not in _STARTING:
         _STARTING.clear()  # one loop at a time in practice; a closed loop's semaphore is garbage
