@@ -7,7 +7,9 @@ project's machines); a missing layer fails the tests."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -174,6 +176,27 @@ async def test_code_reaches_the_worker_intact_whatever_its_size_or_characters() 
         await worker.close()
         await workspace.remove()
         SANDBOX.release_uid(workspace.uid)
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [{"memory_bytes": resource.RLIM_INFINITY}, {"timeout": math.inf}, {"file_size_bytes": resource.RLIM_INFINITY}],
+    ids=["no address-space limit (-1)", "no wall-clock limit (inf)", "no file-size limit (-1)"],
+)
+async def test_the_worker_reads_every_limit_the_server_may_be_given(limit: dict[str, Any]) -> None:
+    # Its config is a repr() literal read without `ast`: -1 (RLIM_INFINITY) is a minus and a
+    # number, an infinity a name. (On 0f712bb every worker failed to start with such a limit.)
+    sandbox = Sandbox(Limits(**{**QUICK.__dict__, **limit}))
+    workspace = Workspace(sandbox.new_uid(), 1 << 16)
+    worker = Interpreter(sandbox, workspace.root, workspace.uid)
+    try:
+        reply = await worker.run("import resource\nresource.getrlimit(resource.RLIMIT_AS)[0]")
+        assert not reply.is_error, reply.text
+        assert reply.text == f"{sandbox.limits.memory_bytes}\n"
+    finally:
+        await worker.close()
+        await workspace.remove()
+        sandbox.release_uid(workspace.uid)
 
 
 async def test_the_first_workers_death_and_timeout_are_reported_as_any_others() -> None:
