@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcpgym.servers.coding import Limits, Sandbox, Task
@@ -209,3 +210,16 @@ def in_pid_namespace(namespace: str) -> list[int]:
             except OSError:
                 continue  # exited while we looked
     return found
+
+
+async def test_a_grader_error_reaches_the_caller_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hack scan runs beside the grader in a task group, which wraps errors in a group.
+    sandbox = Sandbox(QUICK)
+
+    async def no_uid_left(*args: object) -> str:
+        await anyio.lowlevel.checkpoint()  # the scan starts first, as with a real grader
+        raise RuntimeError("every sandbox uid from 1000000 to 1999999 is in use")
+
+    monkeypatch.setattr(grader(sandbox), "run", no_uid_left)
+    with pytest.raises(RuntimeError, match="is in use"):
+        await grade(sandbox, ADD, GOOD)
