@@ -134,6 +134,24 @@ async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verd
     assert verdict.reward == 0.0 and "hidden_test_text" not in verdict.summary
 
 
+@pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
+async def test_the_test_process_has_its_uid_and_is_not_dumpable_before_any_submitted_code_runs() -> None:
+    # A uid change makes a process dumpable again when the host's fs.suid_dumpable is 1 (ptrace,
+    # /proc/PID/fd open to the same uid): the test process must be done with it first. (On
+    # 0f712bb the solution started while it was still root, most of the time.)
+    sandbox = Sandbox(QUICK)
+    probe = (
+        "import os\n"
+        "test_process = open('/proc/self/status').read().split('\\nPPid:')[1].split()[0]\n"  # as /proc numbers it
+        "status = f'/proc/{test_process}/status'\n"
+        "uid = int(open(status).read().split('\\nUid:')[1].split()[0])\n"
+        "SETTLED = uid == os.getuid() != 0 and os.stat(status).st_uid == 0\n"  # root's files: not dumpable
+        "def add(a, b):\n    return a + b if SETTLED else None\n"
+    )
+    rewards = [(await grade(sandbox, ADD, probe)).reward for _ in range(8)]
+    assert rewards == [1.0] * 8
+
+
 async def spare_trial(sandbox: Sandbox, count: int) -> int:
     """The host pid of the `count`th trial the zygote forked ahead (one at start-up, one after each
     answer, one for each that died idle), once the zygote has said it forked it: no polling.
