@@ -152,6 +152,21 @@ async def test_the_test_process_has_its_uid_and_is_not_dumpable_before_any_submi
     assert rewards == [1.0] * 8
 
 
+async def test_the_solution_process_holds_no_descriptor_but_its_socket_and_dev_null() -> None:
+    # Forked ahead of need from a trial that holds the request and verdict pipes (fds 4 and 3
+    # there): none of them, nor anything of the zygote, may reach the solution.
+    sandbox = Sandbox(QUICK)
+    probe = (
+        "import os\n"
+        "fds = {fd: os.readlink(f'/proc/self/fd/{fd}') for fd in range(64) if os.path.exists(f'/proc/self/fd/{fd}')}\n"
+        "if fds.pop(3, '').startswith('socket:') is False: raise LookupError\n"
+        "if set(fds) != {0, 1, 2} or set(fds.values()) != {'/dev/null'}: raise KeyError\n"
+        "def add(a, b):\n    return a + b\n"
+    )
+    for _ in range(2):  # a trial forked at start-up, then one forked ahead while idle
+        assert (await grade(sandbox, ADD, probe)).reward == 1.0
+
+
 async def spare_trial(sandbox: Sandbox, count: int) -> int:
     """The host pid of the `count`th trial the zygote forked ahead (one at start-up, one after each
     answer, one for each that died idle), once the zygote has said it forked it: no polling.
