@@ -7,7 +7,9 @@ project's machines); a missing layer fails the tests."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -176,6 +178,27 @@ async def test_code_reaches_the_worker_intact_whatever_its_size_or_characters() 
         SANDBOX.release_uid(workspace.uid)
 
 
+@pytest.mark.parametrize(
+    "limit",
+    [{"memory_bytes": resource.RLIM_INFINITY}, {"timeout": math.inf}, {"file_size_bytes": resource.RLIM_INFINITY}],
+    ids=["no address-space limit (-1)", "no wall-clock limit (inf)", "no file-size limit (-1)"],
+)
+async def test_the_worker_reads_every_limit_the_server_may_be_given(limit: dict[str, Any]) -> None:
+    # Its config is a repr() literal read without `ast`: -1 (RLIM_INFINITY) is a minus and a
+    # number, an infinity a name. (On 0f712bb every worker failed to start with such a limit.)
+    sandbox = Sandbox(Limits(**{**QUICK.__dict__, **limit}))
+    workspace = Workspace(sandbox.new_uid(), 1 << 16)
+    worker = Interpreter(sandbox, workspace.root, workspace.uid)
+    try:
+        reply = await worker.run("import resource\nresource.getrlimit(resource.RLIMIT_AS)[0]")
+        assert not reply.is_error, reply.text
+        assert reply.text == f"{sandbox.limits.memory_bytes}\n"
+    finally:
+        await worker.close()
+        await workspace.remove()
+        sandbox.release_uid(workspace.uid)
+
+
 async def test_the_first_workers_death_and_timeout_are_reported_as_any_others() -> None:
     sandbox = Sandbox(Limits(**{**QUICK.__dict__, "timeout": 0.5}))  # the same episode memory: the same cradles
     for code, said in [("import os\nos._exit(3)", "exited with status 3"), ("while True:\n    pass", "timed out")]:
@@ -320,3 +343,68 @@ def test_a_worker_forked_by_a_cradle_dies_with_its_server() -> None:
         assert readable == [pidfd], "the worker outlived its server"
     finally:
         os.close(pidfd)
+
+
+OUT_OF_MEMORY = textwrap.dedent(
+    """
+    import json, threading
+    import anyio
+    from mcpgym.servers.coding import Limits, Sandbox, _cradle
+    from mcpgym.servers.coding._cgroups import Hierarchy
+    from mcpgym.servers.coding._interpreter import Interpreter
+    from mcpgym.servers.coding._workspace import Workspace
+    from tests.coding.helpers import QUICK
+
+    SMALL = 64 << 20  # the episode's memory cgroup; RLIMIT_AS (1 GiB) is not what stops the code
+    leave = threading.Event()
+    bring_back = Hierarchy.bring_back_thread
+
+    def held(self):  # the forker stays in the episode's group until the episode has run out of memory
+        leave.wait(30)
+        bring_back(self)
+
+    Hierarchy.bring_back_thread = held
+
+    async def main():
+        sandbox = Sandbox(Limits(**{**QUICK.__dict__, "memory_bytes": 1 << 30, "episode_memory_bytes": SMALL}))
+        _cradle.prepare(sandbox.protections.cgroups, SMALL)
+        assert _cradle.wait_ready(sandbox.protections.cgroups, SMALL, 10.0)
+        workspace = Workspace(sandbox.new_uid(), 1 << 16)
+        worker = Interpreter(sandbox, workspace.root, workspace.uid, cgroup=True)
+        try:
+            reply = await worker.run("data = b'x' * (256 << 20)")
+            group = worker.group
+            report = {
+                "cradle": worker._cradle is not None,
+                "server_in_group": group.holds_this_server(),
+                "oom_kills": (group.path / "memory.oom_control").read_text().split()[-1],
+                "reply": reply.text,
+                "is_error": reply.is_error,
+            }
+            leave.set()
+            report["next"] = (await worker.run("1 + 1")).text
+        finally:
+            leave.set()
+            await worker.close()
+            await workspace.remove()
+            sandbox.release_uid(workspace.uid)
+        print(json.dumps(report), flush=True)
+
+    anyio.run(main)
+    """
+)
+
+
+def test_an_episode_out_of_memory_while_a_forker_is_in_its_group_kills_its_own_processes_only() -> None:
+    """While a forker thread is in an episode's group (cgroup v1), `cgroup.procs` lists the server;
+    the group's OOM killer must still choose among the episode's processes only (it picks thread
+    group leaders, and the server's leader is not in the group), and the server serves on."""
+    done = subprocess.run(
+        [sys.executable, "-c", OUT_OF_MEMORY], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)  # -9: the kernel killed the server
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["cradle"] and report["server_in_group"], report  # the premise: the forker was in the group
+    assert int(report["oom_kills"]) >= 1, report  # the premise: the group's OOM killer ran
+    assert report["is_error"] and "SIGKILL" in report["reply"], report
+    assert report["next"].endswith("2\n") and "fresh interpreter" in report["next"], report

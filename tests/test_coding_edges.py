@@ -23,6 +23,9 @@ from mcpgym.servers.coding._interpreter import Interpreter, grade
 from mcpgym.servers.coding._workspace import Workspace
 from tests.coding.helpers import QUICK, coding
 
+# The squatter's interpreter: one a uid other than root's can run (not under /root/.pyenv, 0700).
+_SYSTEM_PYTHON = "/usr/bin/python3"
+
 pytestmark = pytest.mark.anyio
 
 
@@ -124,9 +127,18 @@ async def test_the_zygote_outlives_the_thread_that_started_it() -> None:
     assert grader(sandbox)._zygote is zygote and zygote.process.poll() is None
 
 
+# A process left under a uid, as sandboxed code may leave it: dumpable, or not (then the files in
+# /proc/PID are root's; the directory itself keeps the process's uid, which is what the scan reads).
+_SQUATTERS = {
+    "dumpable": "import sys\nprint(flush=True)\nsys.stdin.read()",
+    "not dumpable": "import ctypes, sys\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\nprint(flush=True)\nsys.stdin.read()",
+}
+
+
 @pytest.mark.skipif(not SANDBOX.protections.own_uid, reason="uids of their own need a root server")
+@pytest.mark.parametrize("squatter_kind", list(_SQUATTERS))
 def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, squatter_kind: str
 ) -> None:
     """Every server process counts uids from the same base: a fresh one must skip what another holds."""
     claim = "import sys\nfrom servers.coding import Sandbox\nprint(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
@@ -134,7 +146,12 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
         assert holder.stdin is not None and holder.stdout is not None
         held = int(holder.stdout.readline())  # the first of the batch it reserved
         squatting = held + _uids._BATCH  # the first uid past that batch
-        with subprocess.Popen(["sleep", "60"], user=squatting) as squatter:  # left behind by an earlier server
+        squat = [_SYSTEM_PYTHON, "-I", "-S", "-c", _SQUATTERS[squatter_kind]]
+        # Left behind by an earlier server (its stdin a pipe of ours: it ends with the test).
+        with subprocess.Popen(squat, user=squatting, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as squatter:
+            assert squatter.stdout is not None and squatter.stdout.readline() == b"\n"  # running, prctl done
+            owner = os.stat(f"/proc/{squatter.pid}/status").st_uid
+            assert owner == (0 if squatter_kind == "not dumpable" else squatting)  # the premise
             monkeypatch.setattr(_uids, "_NEXT", itertools.count())  # count from the base, as that process did
             reserve: deque[int] = deque()
             monkeypatch.setattr(_uids, "_RESERVE", reserve)  # none reserved yet, as in that process

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcpgym.servers.coding import Limits, Sandbox, Task
@@ -133,6 +134,39 @@ async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verd
     assert verdict.reward == 0.0 and "hidden_test_text" not in verdict.summary
 
 
+@pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
+async def test_the_test_process_has_its_uid_and_is_not_dumpable_before_any_submitted_code_runs() -> None:
+    # A uid change makes a process dumpable again when the host's fs.suid_dumpable is 1 (ptrace,
+    # /proc/PID/fd open to the same uid): the test process must be done with it first. (On
+    # 0f712bb the solution started while it was still root, most of the time.)
+    sandbox = Sandbox(QUICK)
+    probe = (
+        "import os\n"
+        "test_process = open('/proc/self/status').read().split('\\nPPid:')[1].split()[0]\n"  # as /proc numbers it
+        "status = f'/proc/{test_process}/status'\n"
+        "uid = int(open(status).read().split('\\nUid:')[1].split()[0])\n"
+        "SETTLED = uid == os.getuid() != 0 and os.stat(status).st_uid == 0\n"  # root's files: not dumpable
+        "def add(a, b):\n    return a + b if SETTLED else None\n"
+    )
+    rewards = [(await grade(sandbox, ADD, probe)).reward for _ in range(8)]
+    assert rewards == [1.0] * 8
+
+
+async def test_the_solution_process_holds_no_descriptor_but_its_socket_and_dev_null() -> None:
+    # Forked ahead of need from a trial that holds the request and verdict pipes (fds 4 and 3
+    # there): none of them, nor anything of the zygote, may reach the solution.
+    sandbox = Sandbox(QUICK)
+    probe = (
+        "import os\n"
+        "fds = {fd: os.readlink(f'/proc/self/fd/{fd}') for fd in range(64) if os.path.exists(f'/proc/self/fd/{fd}')}\n"
+        "if fds.pop(3, '').startswith('socket:') is False: raise LookupError\n"
+        "if set(fds) != {0, 1, 2} or set(fds.values()) != {'/dev/null'}: raise KeyError\n"
+        "def add(a, b):\n    return a + b\n"
+    )
+    for _ in range(2):  # a trial forked at start-up, then one forked ahead while idle
+        assert (await grade(sandbox, ADD, probe)).reward == 1.0
+
+
 async def spare_trial(sandbox: Sandbox, count: int) -> int:
     """The host pid of the `count`th trial the zygote forked ahead (one at start-up, one after each
     answer, one for each that died idle), once the zygote has said it forked it: no polling.
@@ -209,3 +243,16 @@ def in_pid_namespace(namespace: str) -> list[int]:
             except OSError:
                 continue  # exited while we looked
     return found
+
+
+async def test_a_grader_error_reaches_the_caller_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hack scan runs beside the grader in a task group, which wraps errors in a group.
+    sandbox = Sandbox(QUICK)
+
+    async def no_uid_left(*args: object) -> str:
+        await anyio.lowlevel.checkpoint()  # the scan starts first, as with a real grader
+        raise RuntimeError("every sandbox uid from 1000000 to 1999999 is in use")
+
+    monkeypatch.setattr(grader(sandbox), "run", no_uid_left)
+    with pytest.raises(RuntimeError, match="is in use"):
+        await grade(sandbox, ADD, GOOD)

@@ -221,6 +221,24 @@ def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit() -> None:
     (directory / str(claimed[0])).unlink()
 
 
+def test_a_forked_child_exiting_leaves_its_parents_reserved_uids_locked() -> None:
+    from mcpgym.servers.coding import _uids
+
+    # A child forked after a claim has a copy of the reserve (and of the open, locked files): it
+    # must not hand out its parent's uids, and its normal exit (atexit hooks) must not unlink them.
+    script = (
+        "import os, sys\nfrom mcpgym.servers.coding import _uids\n_uids.claim()\n"
+        "if os.fork() == 0:\n    print(_uids.claim(), flush=True)\n    sys.exit(0)\nos.wait()\n"
+        "d = _uids._lock_directory()\nprint(*_uids._RESERVE, *[(d / str(u)).exists() for u in _uids._RESERVE])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    child, *parent = done.stdout.split()
+    reserve, linked = parent[: len(parent) // 2], parent[len(parent) // 2 :]
+    assert len(reserve) == _uids._BATCH - 1, done  # the premise: a reserve to lose
+    assert child not in reserve
+    assert linked == ["True"] * len(reserve), linked
+
+
 def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_machine(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -126,11 +126,18 @@ async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = Fals
     async def scan() -> None:
         static.update(hacks.scan(code))
 
-    async with anyio.create_task_group() as tg:
-        # Runs once the request is on its way (the grader's first wait): the code is parsed while
-        # the sandbox grades it, not after.
-        tg.start_soon(scan)
-        status = await grader(sandbox).run(sandbox, {**request, "partial": partial})
+    try:
+        async with anyio.create_task_group() as tg:
+            # Runs once the request is on its way (the grader's first wait): the code is parsed
+            # while the sandbox grades it, not after.
+            tg.start_soon(scan)
+            status = await grader(sandbox).run(sandbox, {**request, "partial": partial})
+    except BaseExceptionGroup as group:
+        # The task group wraps what the grader raised (no uid left, a full disk...): callers get
+        # it as it was before the scan overlapped, not as a group.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     status, _, flags = status.partition(" !")
     verdict = _verdict(status, sandbox, checks)
     signals = tuple(hacks.combine(static, tuple(flag for flag in flags.split(",") if flag)))

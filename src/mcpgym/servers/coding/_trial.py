@@ -370,11 +370,13 @@ def trial(limits: dict[str, int], isolated: bool) -> None:
             with open("solution.json", "rb") as solution_file:
                 os.unlink("solution.json")
                 submitted = json.load(solution_file)
+            _limit(limits)
+            drop_to(uid)
+            # A uid change sets dumpable to fs.suid_dumpable, which a host may have at 1 (ptrace
+            # and /proc/1/fd open to the same uid): so before any submitted code runs, not after.
+            set_dumpable(False)
             send(ours, {**submitted, "uid": uid, "work": f"{directory}/work"})
-            task = json.load(tests_file)
-        _limit(limits)
-        drop_to(uid)
-        set_dumpable(False)  # a uid change resets it
+            task = json.load(tests_file)  # while the solution starts
         status = run_tests(task, ours)
         if os.getpid() == pid:
             # Its exit (the kernel freeing its memory) then overlaps ours, instead of following it.

@@ -33,11 +33,18 @@ _BATCH = 8
 _HELD: dict[int, tuple[int, Path]] = {}  # uid -> the descriptor holding its lock, and its path
 _RESERVE: deque[int] = deque()  # held, checked free, not handed out yet
 _LOCK = threading.Lock()  # event loops in several threads claim too
+_OWNER = os.getpid()  # the process the reserve is of
 
 
 def claim() -> int:
     """A uid no sandbox on this host uses; hold it until `release(uid)`."""
+    global _OWNER
     with _LOCK:
+        if os.getpid() != _OWNER:  # a forked child: the reserve it copied is its parent's to hand out
+            for uid in _RESERVE:
+                os.close(_HELD.pop(uid)[0])  # a copy: the parent's descriptor keeps the lock
+            _RESERVE.clear()
+            _OWNER = os.getpid()
         if not _RESERVE:
             _reserve(_BATCH)
         return _RESERVE.popleft()
@@ -78,7 +85,10 @@ def _reserve(count: int) -> None:
 
 @atexit.register
 def _release_reserve() -> None:
-    """Unlink the lock files of uids reserved but never handed out (the kernel drops the locks)."""
+    """Unlink the lock files of uids reserved but never handed out (the kernel drops the locks).
+    Not in a forked child: its copy of the reserve is its parent's, whose locks hold on."""
+    if os.getpid() != _OWNER:
+        return
     with _LOCK:
         while _RESERVE:
             release(_RESERVE.popleft())

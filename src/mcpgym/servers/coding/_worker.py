@@ -161,13 +161,20 @@ def main(config: "dict[str, Any]") -> None:
 
 def _literal(text: str) -> "Any":
     """The config, a literal the server wrote with `repr()`: dicts, strings, numbers, booleans
-    and None (what `ast.literal_eval` reads, without importing `ast`)."""
+    and None (what `ast.literal_eval` reads, without importing `ast`). `repr()` writes a negative
+    number as a minus and a constant (`-1`: RLIM_INFINITY), and infinities and NaN as names."""
 
     def value(node: "Any") -> "Any":
         if isinstance(node, _ast.Constant):
             return node.value
         if isinstance(node, _ast.Dict):
             return {value(key): value(item) for key, item in zip(node.keys, node.values, strict=True)}
+        if isinstance(node, _ast.UnaryOp) and isinstance(node.op, _ast.USub):
+            number = value(node.operand)
+            if type(number) in (int, float):
+                return -number
+        if isinstance(node, _ast.Name) and node.id in ("inf", "nan"):
+            return float(node.id)
         raise ValueError(f"not a literal: {type(node).__name__}")
 
     tree = compile(text, "<config>", "eval", _ast.PyCF_ONLY_AST)
