@@ -213,3 +213,29 @@ async def test_a_cancelled_call_kills_the_interpreter_instead_of_leaving_it_busy
         assert not after.is_error and "fresh interpreter" in after.text and after.text.endswith("2\n")
     finally:
         await interpreter.close()
+
+
+@pytest.mark.skipif(not SANDBOX.protections.namespaces, reason="the launcher's tree is its pid namespace")
+async def test_closing_a_worker_never_signals_the_group_of_a_reaped_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the launcher is reaped its pid may be reused (a new session leader's group id): the
+    kill must have ended with the namespace, not with a killpg on that number."""
+    signalled: list[int] = []
+    killpg = os.killpg
+
+    def recording(pgid: int, signum: int) -> None:
+        signalled.append(pgid)
+        killpg(pgid, signum)
+
+    monkeypatch.setattr(os, "killpg", recording)
+    workspace = Workspace(None, 1 << 16)
+    interpreter = Interpreter(SANDBOX, workspace.root, None)
+    try:
+        assert (await interpreter.run("1 + 1")).text.strip() == "2"
+        worker = interpreter._worker
+        assert worker is not None
+        launcher = worker.process.pid
+    finally:
+        await interpreter.close()
+        await workspace.remove()
+    assert worker.process.returncode is not None  # the premise: it was reaped by the close
+    assert launcher not in signalled

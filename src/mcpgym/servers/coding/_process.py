@@ -254,9 +254,13 @@ class WorkerProcess:
                     _signal(child, lambda pid: os.kill(pid, signal.SIGKILL))
                 with anyio.move_on_after(5):
                     await self.process.wait()
-            # Without namespaces the worker's process group is the tree (its own session).
-            _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
-            await self.process.wait()
+            if not self.sandbox.protections.namespaces or self.process.returncode is None:
+                # Without namespaces the worker's process group is the tree (its own session):
+                # while any of it lives, the kernel keeps the group's id from being reused. With
+                # them, a reaped launcher means the tree is gone and its pid may be another
+                # process's by now: only a launcher that did not exit gets its group killed.
+                _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
+                await self.process.wait()
             await self.process.aclose()
 
 
