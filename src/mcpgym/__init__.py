@@ -31,7 +31,7 @@ from mcpgym._tools import tool
 from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
 from mcpgym._vector import AsyncVectorEnv, VectorStep, connect_vector
 from mcpgym._vector_sync import SyncVectorEnv, connect_vector_sync
-from mcpgym._wrap import wrap
+from mcpgym._wrap._proxy import wrap
 
 __version__ = "0.1.0"
 

@@ -321,7 +321,7 @@ def _wrap_command(sub: Any) -> None:
 
 
 def _wrapped(args: argparse.Namespace) -> type[Environment]:
-    from mcpgym._wrap import TaskFileError, wrap
+    from mcpgym.wrapping import TaskFileError, wrap
 
     try:
         return wrap(

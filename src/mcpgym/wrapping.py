@@ -9,21 +9,11 @@ Env = mcpgym.wrap(["npx", "@modelcontextprotocol/server-filesystem", "{workspace
 See rfcs/0015-wrapping-mcp-servers.md.
 """
 
-from mcpgym._wrap import (
-    CallRecord,
-    Check,
-    FileCheck,
-    Sandbox,
-    Score,
-    TaskFileError,
-    TaskSpec,
-    Verify,
-    WrapContext,
-    WrappedEnvironment,
-    load_tasks,
-    verify,
-    wrap,
-)
+from mcpgym._wrap._proxy import WrappedEnvironment, wrap
+from mcpgym._wrap._rubric import CallRecord, WrapContext
+from mcpgym._wrap._sandbox import Sandbox
+from mcpgym._wrap._tasks import FileCheck, TaskFileError, TaskSpec, Verify, load_tasks
+from mcpgym._wrap._verify import Check, Score, verify
 
 __all__ = [
     "CallRecord",
