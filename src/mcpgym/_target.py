@@ -201,13 +201,7 @@ def _command(argv: list[str]) -> ParsedTarget:
 
 def _environment_text(text: str, module_name: str, attr: str) -> ParsedTarget:
     module = _import(module_name, text)
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise TargetError(f"{text}: module {module_name!r} has no attribute {attr!r}.", forms=False)
-        obj = getattr(obj, part)
-    if not _is_environment(obj):
-        raise TargetError(f"{text} is {obj!r}, not an mcpgym.Environment subclass.", forms=False)
+    obj = _environment_at(module, attr, text, f"{text}: module {module_name!r}")
     return ParsedTarget("environment", obj, spec=text, module=module_name)
 
 
@@ -310,14 +304,20 @@ def _python_file(path: Path, attr: str | None) -> ParsedTarget:
     if attr is None:
         cls = _one_environment(module, str(path))
         return ParsedTarget("environment", cls, spec=f"{path}:{cls.__qualname__}")
-    obj: Any = module
+    obj = _environment_at(module, attr, f"{path}:{attr}", str(path))
+    return ParsedTarget("environment", obj, spec=f"{path}:{attr}")
+
+
+def _environment_at(module: Any, attr: str, text: str, owner: str) -> Any:
+    """The Environment subclass at dotted `attr` of `module` (`owner` names it in the error)."""
+    obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise TargetError(f"{path} has no attribute {attr!r}.", forms=False)
+            raise TargetError(f"{owner} has no attribute {attr!r}.", forms=False)
         obj = getattr(obj, part)
     if not _is_environment(obj):
-        raise TargetError(f"{path}:{attr} is {obj!r}, not an mcpgym.Environment subclass.", forms=False)
-    return ParsedTarget("environment", obj, spec=f"{path}:{attr}")
+        raise TargetError(f"{text} is {obj!r}, not an mcpgym.Environment subclass.", forms=False)
+    return obj
 
 
 FILE_FORMATS: dict[str, FileLoader] = {".py": _python_file}
