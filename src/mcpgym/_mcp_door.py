@@ -20,6 +20,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.extension import advertise
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -85,6 +86,50 @@ def stepped(result: types.CallToolResult) -> ToolStep:
     if stamp is None:  # not an mcpgym server: a plain tool result, no reward
         return tool_step(result, 0.0, False, False, 0)
     return tool_step(result, stamp.reward, stamp.done, stamp.truncated, stamp.step, stamp.components or None)
+
+
+# The control plane's requests, as both MCP doors send them over a session (this one's
+# `mcp.Client`, the shared client's lean one). Each door maps the errors its own way.
+
+
+async def send_reset(
+    session: ClientSession, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
+) -> ResetResult | None:
+    """`reset` on the control plane; None from a server without one (any other MCP server)."""
+    params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
+    try:
+        return await session.send_request(ResetRequest(params=params), ResetResult)
+    except MCPError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        return None
+
+
+def plain_reset() -> ResetResult:
+    """What reset gives on a server without a control plane: its tools are still actions,
+    without reward or episodes."""
+    return ResetResult(observation=None, info={"plain_mcp_server": True})
+
+
+def no_state() -> MCPError:
+    return MCPError(METHOD_NOT_FOUND, "This MCP server has no mcpgym control plane, so it has no episode state")
+
+
+async def send_state(session: ClientSession, episode_id: str) -> EpisodeState:
+    request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
+    return (await session.send_request(request, StateResult)).state
+
+
+async def send_close(session: ClientSession, episode_id: str) -> EpisodeState | None:
+    """`close` on the control plane; None when the connection is gone: the episode ended with
+    it, which the call that noticed has already reported, so there is nothing left to close."""
+    request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
+    try:
+        return (await session.send_request(request, CloseResult)).state
+    except MCPError as exc:
+        if exc.code != CONNECTION_CLOSED:
+            raise
+        return None
 
 
 class MCPEnv(AsyncEnv):
@@ -173,15 +218,14 @@ class MCPEnv(AsyncEnv):
         if self._http is not None:
             self._http.headers[EPISODE_HEADER] = episode_id
         if not self._plain:
-            params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
             try:
-                return await self.client.session.send_request(ResetRequest(params=params), ResetResult)
+                result = await send_reset(self.client.session, episode_id, seed, options, previous)
             except MCPError as exc:
-                if exc.code != METHOD_NOT_FOUND:
-                    raise self._lost(exc) from None
-                # Not an mcpgym server: its tools are still actions, without reward or episodes.
-                self._plain = True
-        return ResetResult(observation=None, info={"plain_mcp_server": True})
+                raise self._lost(exc) from None
+            if result is not None:
+                return result
+            self._plain = True
+        return plain_reset()
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         meta = None if self._plain else episode_meta(episode_id)
@@ -209,25 +253,14 @@ class MCPEnv(AsyncEnv):
 
     async def _state(self, episode_id: str) -> EpisodeState:
         if self._plain:
-            raise MCPError(METHOD_NOT_FOUND, "This MCP server has no mcpgym control plane, so it has no episode state")
-        request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
+            raise no_state()
         try:
-            return (await self.client.session.send_request(request, StateResult)).state
+            return await send_state(self.client.session, episode_id)
         except MCPError as exc:
             raise self._lost(exc) from None
 
     async def _close(self, episode_id: str) -> EpisodeState | None:
-        if self._plain:
-            return None
-        request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        try:
-            return (await self.client.session.send_request(request, CloseResult)).state
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-            # The episode ended with its connection (the server died or is unreachable), which
-            # the call that noticed has already reported: there is nothing left to close.
-            return None
+        return None if self._plain else await send_close(self.client.session, episode_id)
 
     def _lost(self, exc: MCPError) -> MCPError:
         """`exc`, or for the stdio door's bare "Connection closed", one that names the server."""

@@ -26,23 +26,26 @@ from typing import Any, Self
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcpgym._client_api import AsyncEnv
 from mcpgym._connect import Target, connect
 from mcpgym._dispatch import DEFAULT_CONNECTIONS, HTTPDispatcher, HTTPStatusError
-from mcpgym._mcp_door import MCPEnv, _ssl_context, _unknown_tool, stepped
+from mcpgym._mcp_door import (
+    MCPEnv,
+    _ssl_context,
+    _unknown_tool,
+    no_state,
+    plain_reset,
+    send_close,
+    send_reset,
+    send_state,
+    stepped,
+)
 from mcpgym._protocol import (
     EXTENSION_ID,
-    CloseRequest,
-    CloseResult,
-    EpisodeParams,
-    ResetParams,
-    ResetRequest,
     ResetResult,
-    StateRequest,
-    StateResult,
     episode_meta,
 )
 from mcpgym._types import EpisodeState, ToolStep
@@ -68,14 +71,11 @@ class LeanHTTPEnv(AsyncEnv):
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         if not self._plain:
-            params = ResetParams(seed=seed, options=options, previous=previous, _meta=episode_meta(episode_id))
-            try:
-                return await self.session.send_request(ResetRequest(params=params), ResetResult)
-            except MCPError as exc:
-                if exc.code != METHOD_NOT_FOUND:
-                    raise
-                self._plain = True  # not an mcpgym server: its tools are still actions
-        return ResetResult(observation=None, info={"plain_mcp_server": True})
+            result = await send_reset(self.session, episode_id, seed, options, previous)
+            if result is not None:
+                return result
+            self._plain = True
+        return plain_reset()
 
     async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         try:
@@ -115,22 +115,11 @@ class LeanHTTPEnv(AsyncEnv):
 
     async def _state(self, episode_id: str) -> EpisodeState:
         if self._plain:
-            raise MCPError(METHOD_NOT_FOUND, "This MCP server has no mcpgym control plane, so it has no episode state")
-        request = StateRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        return (await self.session.send_request(request, StateResult)).state
+            raise no_state()
+        return await send_state(self.session, episode_id)
 
     async def _close(self, episode_id: str) -> EpisodeState | None:
-        if self._plain:
-            return None
-        request = CloseRequest(params=EpisodeParams(_meta=episode_meta(episode_id)))
-        try:
-            return (await self.session.send_request(request, CloseResult)).state
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-            # As `MCPEnv._close`: the episode ended with the server, which the call that
-            # noticed has already reported; there is nothing left to close.
-            return None
+        return None if self._plain else await send_close(self.session, episode_id)
 
 
 class EpisodeEnv(AsyncEnv):
