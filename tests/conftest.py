@@ -15,7 +15,7 @@ from mcp.client.stdio import get_default_environment
 import mcpgym
 from mcpgym import testing
 from mcpgym.servers.echo import Echo
-from mcpgym.testing import DOORS, Door, serve_app, serve_gym
+from mcpgym.testing import DOORS, serve_app, serve_gym
 
 __all__ = ["DOORS", "door", "serve_app", "serve_gym"]
 
@@ -44,12 +44,6 @@ def stdio_command(*args: str) -> StdioServerParameters:
 def stdio(target: str, *flags: str) -> StdioServerParameters:
     """`mcpgym serve TARGET FLAGS` over stdio, importing the code under test (see `stdio_command`)."""
     return stdio_command("-m", "mcpgym", "serve", target, *flags)
-
-
-@pytest.fixture(params=DOORS)
-def door_kind(request: pytest.FixtureRequest) -> Door:
-    kind: Door = request.param
-    return kind
 
 
 @pytest.fixture
