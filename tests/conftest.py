@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment
@@ -39,6 +40,20 @@ def stdio_command(*args: str) -> StdioServerParameters:
     root = str(Path(__file__).resolve().parent.parent)
     env = {**get_default_environment(), "PYTHONPATH": os.pathsep.join([source, root])}
     return StdioServerParameters(command=sys.executable, args=list(args), env=env)
+
+
+@contextlib.asynccontextmanager
+async def module_over_http(module: str) -> AsyncIterator[str]:
+    """`python -m MODULE --http` from this checkout on a free loopback port, always stopped on
+    exit: `--port 0` and the banner the server prints once its socket listens (no port to guess,
+    no polling)."""
+    server = mcpgym.ServerProcess([sys.executable, "-m", module, "--http", "--host", "127.0.0.1", "--port", "0"])
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        yield server.url
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(server.stop)
 
 
 def stdio(target: str, *flags: str) -> StdioServerParameters:

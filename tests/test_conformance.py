@@ -14,14 +14,13 @@ import importlib
 import pkgutil
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
-import mcpgym
 from mcpgym import servers
+from tests.conftest import module_over_http
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
 
@@ -56,16 +55,9 @@ async def test_server_passes_the_conformance_scenarios(module: str, tmp_path: Pa
         pytest.fail(f"node is not on PATH: install Node.js 20+, then {INSTALL}")
     if not SUITE.is_file():
         pytest.fail(f"{SUITE.relative_to(ROOT)} is missing: {INSTALL}")
-    # `--port 0` and the server's banner: no port to guess, no polling.
-    server = mcpgym.ServerProcess([sys.executable, "-m", module, "--http", "--host", "127.0.0.1", "--port", "0"])
-    await anyio.to_thread.run_sync(server.start)
-    try:
+    async with module_over_http(module) as url:
         with anyio.fail_after(120):
-            command = [node, str(SUITE), "server", "--url", server.url]
-            done = await anyio.run_process(command, cwd=tmp_path, check=False)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(server.stop)
+            done = await anyio.run_process([node, str(SUITE), "server", "--url", url], cwd=tmp_path, check=False)
     out = done.stdout.decode(errors="replace")
     passed = set(re.findall(r"^✓ (\S+):", out, re.M))
     failed = set(re.findall(r"^✗ (\S+):", out, re.M))

@@ -8,7 +8,6 @@ dependencies are pinned in `tests/interop/package-lock.json`: install them with
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-import mcpgym
+from tests.conftest import module_over_http
 
 ROOT = Path(__file__).resolve().parent.parent
 INTEROP = ROOT / "tests" / "interop"
@@ -42,7 +41,7 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[list[str]]:
     if request.param == "stdio":
         yield ["stdio", sys.executable, "-m", "servers.echo"]
     else:
-        async with echo_over_http() as url:
+        async with module_over_http("servers.echo") as url:
             yield ["http", url]
 
 
@@ -113,19 +112,3 @@ async def run_client(transport: list[str], script: Path = INTEROP / "client.mjs"
         pytest.fail(f"{script.name} {transport[0]} exited with {done.returncode}:\n{stderr}")
     report: dict[str, Any] = json.loads(done.stdout)
     return report
-
-
-@contextlib.asynccontextmanager
-async def echo_over_http() -> AsyncIterator[str]:
-    """`python -m servers.echo --http` on a free loopback port; always stopped on exit.
-
-    `--port 0` and the banner, which the server prints once its socket listens: no port to
-    guess, no polling."""
-    command = [sys.executable, "-m", "servers.echo", "--http", "--host", "127.0.0.1", "--port", "0"]
-    server = mcpgym.ServerProcess(command)
-    await anyio.to_thread.run_sync(server.start)
-    try:
-        yield server.url
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(server.stop)

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import StdioServerParameters
 
 import mcpgym
 from mcpgym.harness import config
+from tests.conftest import module_over_http
 from tests.test_interop import INTEROP, run_client
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
@@ -43,18 +41,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
 
 
-@contextlib.asynccontextmanager
-async def over_http(module: str) -> AsyncIterator[str]:
-    """`python -m MODULE --http --port 0` from this checkout; the banner gives the URL (no guessed port)."""
-    server = mcpgym.ServerProcess([sys.executable, "-m", module, "--http", "--host", "127.0.0.1", "--port", "0"])
-    await anyio.to_thread.run_sync(server.start)
-    try:
-        yield server.url
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(server.stop)
-
-
 @pytest.mark.parametrize("kind", ["stdio", "http"])
 @pytest.mark.parametrize("module", sorted(CALLS))
 async def test_typescript_client_browses_and_plays(module: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +49,7 @@ async def test_typescript_client_browses_and_plays(module: str, kind: str, monke
         monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])  # the client passes its environment on
         report = await run_client([calls, "stdio", sys.executable, "-m", module], script=INTEROP / "servers.mjs")
     else:
-        async with over_http(module) as url:
+        async with module_over_http(module) as url:
             report = await run_client([calls, "http", url], script=INTEROP / "servers.mjs")
     assert report["errors"] == []
     assert set(report["tools"]) == TOOLS[module]
