@@ -34,7 +34,7 @@ import mcp_types as types
 
 import mcpgym
 from benchmarks.echo_servers import ServerSettings, cpu_seconds, http_server, until_ready
-from mcpgym._protocol import ResetParams, ResetRequest, ResetResult, episode_meta, new_episode_id
+from mcpgym._core.protocol import ResetParams, ResetRequest, ResetResult, episode_meta, new_episode_id
 
 Step = Callable[[], Awaitable[int]]
 """Take one round; return how many steps it took (1, or n for a vector batch)."""

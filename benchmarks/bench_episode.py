@@ -1,4 +1,4 @@
-"""Per-episode cost of servers.coding: latency of reset, first and next `run_python`, submit; RSS; processes.
+"""Per-episode cost of mcpgym.servers.coding: latency of reset, first and next `run_python`, submit; RSS; processes.
 
     python -m benchmarks.bench_episode              # 20 sequential episodes, medians, ~5 s
     python -m benchmarks.bench_episode --episodes 50

@@ -28,7 +28,7 @@ import httpx2
 
 import mcpgym
 from benchmarks.bench_throughput import ENVELOPE, _exchange, _request
-from mcpgym._protocol import EPISODE_KEY, new_episode_id
+from mcpgym._core.protocol import EPISODE_KEY, new_episode_id
 
 
 async def _client_worker(url: str, episodes: int, steps: int, sleep_ms: int, start_at: float) -> dict[str, Any]:

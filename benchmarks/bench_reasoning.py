@@ -1,4 +1,4 @@
-"""servers.reasoning: what an episode (reset + answer) costs in-process, and how much of it is
+"""mcpgym.servers.reasoning: what an episode (reset + answer) costs in-process, and how much of it is
 reasoning-gym's own generation and scoring.
 
     python -m benchmarks.bench_reasoning [--episodes 400] [--dataset chain_sum,basic_arithmetic,leg_counting]

@@ -59,8 +59,8 @@ from benchmarks.echo_servers import (
     until_ready,
 )
 from mcpgym import CallToolAction
-from mcpgym._protocol import EXTENSION_ID
-from mcpgym._types import ToolStep, tool_step
+from mcpgym._core.protocol import EXTENSION_ID
+from mcpgym._core.types import ToolStep, tool_step
 
 CONCURRENT = {
     "bare": "bare MCPServer, `mcp.Client(url)`",
@@ -69,7 +69,7 @@ CONCURRENT = {
 }
 """The concurrent runs: `bare` vs `ours` is the target; `ours_raw` uses the bare run's client code."""
 # A raw SDK client that names its episodes says so, as mcpgym's own does; our server keeps
-# clients that do not on session-based HTTP (mcpgym._plain_agents), a different wire to measure.
+# clients that do not on session-based HTTP (mcpgym._server.plain_agents), a different wire to measure.
 NAMES_EPISODES = [advertise(EXTENSION_ID)]
 OPTIONS = {"target": "zzz"}
 ARGS = {"message": "hi"}
@@ -261,7 +261,7 @@ async def run_concurrent(report: Report, n: Counts, servers: dict[str, tuple[str
 
 
 async def cold_start(runs: int) -> float:
-    """Median ms from spawning `python -m servers.echo --http --port P` to its first MCP answer."""
+    """Median ms from spawning `python -m mcpgym.servers.echo --http --port P` to its first MCP answer."""
     samples = []
     for _ in range(runs):
         with socket.socket() as probe:
@@ -269,7 +269,7 @@ async def cold_start(runs: int) -> float:
             port = probe.getsockname()[1]
         url = f"http://127.0.0.1:{port}/mcp"
         start = time.perf_counter()
-        with spawned([sys.executable, "-m", "servers.echo", "--http", "--port", str(port)]) as proc:
+        with spawned([sys.executable, "-m", "mcpgym.servers.echo", "--http", "--port", str(port)]) as proc:
             await _poll_port(port, proc)
             await until_ready(url)
             samples.append((time.perf_counter() - start) * 1000)
@@ -356,7 +356,7 @@ def print_report(report: Report, n: Counts, settings: ServerSettings, command: s
         )
     if report.cold_start_ms is not None:
         print(
-            f"| cold start: `python -m servers.echo --http` to its first MCP answer (median of {n.cold_runs}) | "
+            f"| cold start: `python -m mcpgym.servers.echo --http` to its first MCP answer (median of {n.cold_runs}) | "
             f"{report.cold_start_ms:,.0f} ms | | | |"
         )
     if report.install is not None:

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.echo_servers import ServerSettings, cpu_seconds, http_server, until_ready
-from mcpgym._protocol import EPISODE_KEY, new_episode_id
+from mcpgym._core.protocol import EPISODE_KEY, new_episode_id
 
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 

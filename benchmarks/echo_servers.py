@@ -27,7 +27,7 @@ import mcp
 from mcp.server.mcpserver import MCPServer
 
 import mcpgym
-from mcpgym._process import terminate
+from mcpgym._cli.process import terminate
 from mcpgym.servers.echo import Echo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def serve(kind: str, argv: Sequence[str]) -> None:
     parser.add_argument("--response", choices=("json", "sse"), default="json" if kind == "ours" else "sse")
     args = parser.parse_args(argv)
     if args.fd is None:
-        mcpgym.run(UnboundedEcho, [])  # stdio, exactly as `python -m servers.echo` runs
+        mcpgym.run(UnboundedEcho, [])  # stdio, exactly as `python -m mcpgym.servers.echo` runs
         return
     json_response = args.response == "json"
     if kind == "ours":

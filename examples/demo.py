@@ -1,7 +1,7 @@
-"""The main demo: an RL-style episode loop against servers.echo, in-process and over HTTP.
+"""The main demo: an RL-style episode loop against mcpgym.servers.echo, in-process and over HTTP.
 
 A toy "policy" guesses words; the environment rewards the right one. The same loop runs
-against the Echo class in this process and against `python -m servers.echo --http` in a
+against the Echo class in this process and against `python -m mcpgym.servers.echo --http` in a
 child process, and prints each episode's return and how fast each door steps.
 
     python examples/demo.py [--episodes N]
@@ -49,8 +49,8 @@ async def play(target: mcpgym.Target, episodes: int, label: str) -> None:
 
 def main(episodes: int) -> None:
     anyio.run(play, Echo, episodes, "in-process")
-    with mcpgym.ServerProcess("python -m servers.echo --http --port 0") as server:  # stopped on exit
-        print(f"\nstarted: python -m servers.echo --http, serving on {server.url}")
+    with mcpgym.ServerProcess("python -m mcpgym.servers.echo --http --port 0") as server:  # stopped on exit
+        print(f"\nstarted: python -m mcpgym.servers.echo --http, serving on {server.url}")
         anyio.run(play, server.url, episodes, "http")
 
 

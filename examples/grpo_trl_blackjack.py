@@ -1,4 +1,4 @@
-"""GRPO on servers.blackjack with TRL (OpenEnv's featured example), on a CPU, nothing downloaded.
+"""GRPO on mcpgym.servers.blackjack with TRL (OpenEnv's featured example), on a CPU, nothing downloaded.
 
     pip install 'mcpgym[trl]'        # torch==2.13.0 first on the CI machines (see the README)
     python examples/grpo_trl_blackjack.py --steps 2
@@ -18,7 +18,7 @@ For a real model on a GPU, change only the model and the scale:
                       max_tool_calling_iterations=Blackjack.max_steps, bf16=True, use_vllm=True, ...)
     GRPOTrainer(model=model, environment_factory=Env, train_dataset=mcpgym.trl.dataset(Env, 5000), args=args)
 
-drop `warm_up` (a real model already calls tools), and serve `python -m servers.blackjack --http`
+drop `warm_up` (a real model already calls tools), and serve `python -m mcpgym.servers.blackjack --http`
 replicas behind `mcpgym.pool.Pool` when rollouts outgrow one process.
 """
 

@@ -1,4 +1,4 @@
-"""GRPO on servers.coding (HumanEval in a sandbox) with TRL and a real model.
+"""GRPO on mcpgym.servers.coding (HumanEval in a sandbox) with TRL and a real model.
 
     pip install 'mcpgym[trl]'
     python examples/grpo_trl_coding.py --model Qwen/Qwen3-0.6B --steps 100     # needs the model locally or a hub
@@ -8,7 +8,7 @@ can parse (Qwen2.5/Qwen3, Llama 3.x, ... see trl.chat_template_utils.add_respons
 hours of compute. The recipe is the same as examples/grpo_trl_echo.py:
 
 1. `environment_class(Coding)`: one TRL environment instance per rollout, in-process (pass
-   `"python -m servers.coding"` or an `http://.../mcp` URL to put the sandboxes elsewhere).
+   `"python -m mcpgym.servers.coding"` or an `http://.../mcp` URL to put the sandboxes elsewhere).
    Its tools are run_python, write_file, read_file, list_files and submit, with their MCP
    descriptions and schemas; reward is 1.0 when `submit`'s hidden tests pass.
 2. A dataset with one row per task: `options={"task_id": ...}` so the G rollouts of a group

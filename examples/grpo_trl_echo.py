@@ -1,4 +1,4 @@
-"""GRPO on servers.echo with TRL, end to end on a CPU, with nothing downloaded.
+"""GRPO on mcpgym.servers.echo with TRL, end to end on a CPU, with nothing downloaded.
 
     pip install 'mcpgym[trl]'        # torch==2.13.0 first on the CI machines (see the README)
     python examples/grpo_trl_echo.py --steps 2

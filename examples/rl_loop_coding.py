@@ -1,9 +1,9 @@
-"""An RL-style loop over servers.coding: in-process, then over HTTP, with server-side recording.
+"""An RL-style loop over mcpgym.servers.coding: in-process, then over HTTP, with server-side recording.
 
 The "policy" is a stand-in for a model: for each HumanEval task it submits the task's
 canonical solution with probability 1 - epsilon and a wrong answer otherwise, so rewards
 vary the way a learning agent's would. The same loop runs against the `Coding` class in this
-process and against `python -m servers.coding --http --record DIR` in a child process; the
+process and against `python -m mcpgym.servers.coding --http --record DIR` in a child process; the
 server's own recording is then read back with `mcpgym.read_recordings`.
 
     python examples/rl_loop_coding.py [--episodes 4] [--epsilon 0.5]
@@ -65,7 +65,7 @@ async def main(episodes: int, epsilon: float) -> None:
     await play(Coding, episodes, epsilon, "in-process")
     port = free_port()
     with tempfile.TemporaryDirectory() as records:
-        argv = [sys.executable, "-m", "servers.coding", "--http", "--port", str(port), "--record", records]
+        argv = [sys.executable, "-m", "mcpgym.servers.coding", "--http", "--port", str(port), "--record", records]
         async with await anyio.open_process(argv, stdout=None) as server:
             assert server.stderr is not None
             async for text in TextReceiveStream(server.stderr):  # the server says when it listens

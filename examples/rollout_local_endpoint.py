@@ -1,4 +1,4 @@
-"""A rollout of servers.coding against a local OpenAI-compatible chat-completions endpoint.
+"""A rollout of mcpgym.servers.coding against a local OpenAI-compatible chat-completions endpoint.
 
 Point it at a model server you run (vLLM, SGLang, llama.cpp's server, ...):
 
@@ -41,7 +41,7 @@ async def main(args: argparse.Namespace) -> None:
     async with endpoint(args.base_url) as base_url:
         async with harness.OpenAIPolicy(base_url, args.model, temperature=0.0, timeout=args.timeout) as policy:
             trajectories = await harness.rollout(
-                "servers.coding",
+                "mcpgym.servers.coding",
                 policy,
                 episodes=args.episodes,
                 concurrency=args.concurrency,

@@ -1,9 +1,9 @@
-"""A trainer-agnostic async rollout loop over `mcpgym.connect()`, playing servers.blackjack.
+"""A trainer-agnostic async rollout loop over `mcpgym.connect()`, playing mcpgym.servers.blackjack.
 
 This is the shape torchforge-style trainers use: a pool of concurrent actors, each opening an
 environment, resetting it with a seed, asking a policy for an action on every observation and
 collecting (observation, action, reward) until done. Swap `Policy` for a model's generate call
-and `target` for a URL (`python -m servers.blackjack --http`) or a `mcpgym.pool.Pool`: the loop
+and `target` for a URL (`python -m mcpgym.servers.blackjack --http`) or a `mcpgym.pool.Pool`: the loop
 does not change. Two policies are built in, to show that the reward signal separates them:
 
 - `random`: hit or stand with equal odds;

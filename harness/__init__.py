@@ -1,9 +1,13 @@
-"""`harness` in a checkout is `mcpgym.harness` (the wheel ships only the `mcpgym` namespace).
+"""`harness` in a checkout: its attributes are `mcpgym.harness`'s (installed, import `mcpgym.harness`).
 
-Kept so a clone's `import harness` and `harness.rollout(...)` work as they always have; every
-`harness.X` is the same module object as `mcpgym.harness.X` (mcpgym._alias).
+No import hook: this is a module of its own whose attribute lookups go to `mcpgym.harness`, so
+`harness.rollout` is the very same function; its submodules are `mcpgym.harness.X` only
+(rfcs/0016-layout.md).
 """
 
-from mcpgym._alias import alias_package
+import importlib
+from typing import Any
 
-alias_package(__name__, "mcpgym.harness")
+
+def __getattr__(name: str) -> Any:
+    return getattr(importlib.import_module("mcpgym.harness"), name)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (first run only) and run the main demo: RL episodes against servers.echo, in-process and over HTTP.
+# Set up (first run only) and run the main demo: RL episodes against mcpgym.servers.echo, in-process and over HTTP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

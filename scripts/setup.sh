@@ -32,7 +32,7 @@ fi
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 
 if [ "${1:-}" = "--test" ]; then
-  # servers.coding's strongest sandbox layer (namespaces via bubblewrap); its tests cover it.
+  # mcpgym.servers.coding's strongest sandbox layer (namespaces via bubblewrap); its tests cover it.
   if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "setup: bubblewrap not installed; sandbox tests will say what they skip" >&2
   fi

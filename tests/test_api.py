@@ -79,7 +79,7 @@ def test_sync_twin_drives_every_kind_of_action() -> None:
 
 
 def test_sync_twin_over_stdio() -> None:
-    with mcpgym.connect_sync("python -m servers.echo") as env:
+    with mcpgym.connect_sync("python -m mcpgym.servers.echo") as env:
         env.reset(seed=0)
         assert env.call_tool("repeat", {"message": "a", "times": 3}).text == "a a a"
 

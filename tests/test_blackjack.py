@@ -1,4 +1,4 @@
-"""servers.blackjack: its rules, the same deal on every door, and the rollout-loop example."""
+"""mcpgym.servers.blackjack: its rules, the same deal on every door, and the rollout-loop example."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ async def test_rollout_loop_example_basic_strategy_beats_random() -> None:
 
 
 async def test_rollout_loop_example_runs_over_stdio() -> None:
-    command = f"{sys.executable} -m servers.blackjack"
+    command = f"{sys.executable} -m mcpgym.servers.blackjack"
     with anyio.fail_after(60):
         done = await anyio.run_process(
             [sys.executable, str(EXAMPLE), "--games", "20", "--concurrency", "2", "--target", command], cwd=REPO

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcpgym._blobs import BLOB_KEY, BlobStore, restore
+from mcpgym._recording.blobs import BLOB_KEY, BlobStore, restore
 
 PNG = base64.b64encode(b"\x89PNG fake bytes").decode()
 

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcpgym
 from mcpgym import harness
-from mcpgym._catalog import PAGE_SIZE, TASK_KEY
+from mcpgym._episode.catalog import PAGE_SIZE, TASK_KEY
 from mcpgym.servers.blackjack import Blackjack
 from mcpgym.servers.blackjack._game import Game
 from mcpgym.servers.coding import Coding, load_tasks
@@ -160,7 +160,7 @@ async def test_harness_rollout_plays_the_catalog_tasks_in_order() -> None:
 def test_trl_dataset_draws_rows_from_the_catalog() -> None:
     import mcpgym.trl
 
-    tasks = anyio.run(lambda: mcpgym.list_tasks("servers.coding:Coding", limit=4))
+    tasks = anyio.run(lambda: mcpgym.list_tasks("mcpgym.servers.coding:Coding", limit=4))
     rows = mcpgym.trl.dataset(Coding, tasks=tasks)
     assert len(rows) == 4 and rows[2]["seed"] is None
     assert [json.loads(r) if isinstance(r, str) else r for r in rows["options"]][2] == {"task_id": "HumanEval/2"}
@@ -186,11 +186,21 @@ async def test_the_rollout_cli_plays_the_catalog(tmp_path: Path) -> None:
 
     out = tmp_path / "x.jsonl"
     async with serve_app(_scripted.ScriptedEndpoint().app()) as base:
-        argv = ["rollout", "servers.coding", "--model", "solve", "--base-url", f"{base}/v1", "--tasks"]
+        argv = ["rollout", "mcpgym.servers.coding", "--model", "solve", "--base-url", f"{base}/v1", "--tasks"]
         argv += ["--episodes", "3", "--concurrency", "1", "--out", str(out), "--no-progress"]
         done = await anyio.run_process([sys.executable, "-m", "mcpgym", *argv], check=False)
         refused = await anyio.run_process([sys.executable, "-m", "mcpgym", *argv, "--seed", "1"], check=False)
-        echo = [sys.executable, "-m", "mcpgym", "rollout", "servers.echo", "--model", "solve", "--base-url", base]
+        echo = [
+            sys.executable,
+            "-m",
+            "mcpgym",
+            "rollout",
+            "mcpgym.servers.echo",
+            "--model",
+            "solve",
+            "--base-url",
+            base,
+        ]
         nothing = await anyio.run_process([*echo, "--tasks"], check=False)
     assert done.returncode == 0, done.stderr.decode()
     played = harness.read_rollout(out)
@@ -205,7 +215,7 @@ async def test_picking_a_prompt_over_stdio_starts_that_task() -> None:
     from tests.conftest import stdio_command
 
     game = Game.deal(__import__("random").Random(11))
-    async with Client(stdio_command("-m", "servers.blackjack")) as agent:
+    async with Client(stdio_command("-m", "mcpgym.servers.blackjack")) as agent:
         await agent.get_prompt("blackjack/seed/11")
         result = await agent.call_tool("stand", {})
     table = result.structured_content

@@ -8,14 +8,14 @@ import pytest
 
 import mcpgym
 from mcpgym import servers
-from mcpgym._check import EnvironmentCheckError
+from mcpgym._episode.check import EnvironmentCheckError
 from mcpgym.servers.echo import Echo
 from mcpgym.testing import environments_in
 
 
 def test_there_are_servers_to_check() -> None:
     assert {env.__name__ for env in environments_in(servers)} >= {"Echo", "Coding"}
-    assert environments_in("servers.echo") == [Echo]  # re-exports (mcpgym.Environment itself) left out
+    assert environments_in("mcpgym.servers.echo") == [Echo]  # re-exports (mcpgym.Environment itself) left out
 
 
 @pytest.mark.parametrize("env", environments_in(servers), ids=lambda e: e.__name__)

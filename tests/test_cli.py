@@ -1,4 +1,4 @@
-"""The `mcpgym` command and `python -m servers.echo`, run as a user runs them."""
+"""The `mcpgym` command and `python -m mcpgym.servers.echo`, run as a user runs them."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ def _run(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> 
 def test_help_names_every_command_and_target_kind() -> None:
     out = _run("--help")
     assert out.returncode == 0
-    for word in ("serve", "tools", "call", "check", "http://127.0.0.1:8000/mcp", "python -m servers.echo"):
+    for word in ("serve", "tools", "call", "check", "http://127.0.0.1:8000/mcp", "python -m mcpgym.servers.echo"):
         assert word in out.stdout
     for command in ("serve", "tools", "call", "check", "rescore"):
         assert _run(command, "--help").returncode == 0
 
 
-@pytest.mark.parametrize("target", ["servers.echo:Echo", "python -m servers.echo"])
+@pytest.mark.parametrize("target", ["mcpgym.servers.echo:Echo", "python -m mcpgym.servers.echo"])
 def test_tools_lists_echo(target: str) -> None:
     out = _run("tools", target)
     assert out.returncode == 0, out.stderr
@@ -43,7 +43,7 @@ def test_tools_lists_echo(target: str) -> None:
 
 
 def test_call_prints_the_result_and_reward() -> None:
-    out = _run("call", "servers.echo:Echo", "echo_message", '{"message": "orbit"}', "--seed", "0")
+    out = _run("call", "mcpgym.servers.echo:Echo", "echo_message", '{"message": "orbit"}', "--seed", "0")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["content"][0]["text"] == "orbit"
     assert "reward=1.0 done=True terminated=True truncated=False" in out.stderr
@@ -52,8 +52,8 @@ def test_call_prints_the_result_and_reward() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("call", "servers.echo:Echo", "echo_message", "{not json"), "not valid JSON"),
-        (("call", "servers.echo:Echo", "nope", "{}"), "Unknown tool"),
+        (("call", "mcpgym.servers.echo:Echo", "echo_message", "{not json"), "not valid JSON"),
+        (("call", "mcpgym.servers.echo:Echo", "nope", "{}"), "Unknown tool"),
         (("tools", "no_such_module:Env"), "No module named"),
     ],
 )
@@ -63,17 +63,17 @@ def test_mistakes_get_one_clear_line(args: tuple[str, ...], message: str) -> Non
 
 
 def test_a_failing_tool_call_exits_nonzero() -> None:
-    out = _run("call", "servers.echo:Echo", "repeat", '{"message": "a", "times": 99}')
+    out = _run("call", "mcpgym.servers.echo:Echo", "repeat", '{"message": "a", "times": 99}')
     assert out.returncode == 1 and '"isError": true' in out.stdout
 
 
 def test_check_command() -> None:
-    out = _run("check", "servers.echo:Echo")
+    out = _run("check", "mcpgym.servers.echo:Echo")
     assert out.returncode == 0 and "OK" in out.stdout
 
 
 def test_python_m_servers_echo_serves_http_on_loopback() -> None:
-    with mcpgym.ServerProcess("python -m servers.echo --http --port 0") as server:
+    with mcpgym.ServerProcess("python -m mcpgym.servers.echo --http --port 0") as server:
         # The banner is printed once the socket listens, with the port it picked.
         assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
         with mcpgym.connect_sync(server.url) as env:
@@ -89,16 +89,18 @@ def test_a_server_that_cannot_start_says_why() -> None:
 
 
 def test_a_port_in_use_is_one_clear_line_and_a_nonzero_exit() -> None:
-    with mcpgym.ServerProcess("python -m mcpgym serve servers.echo:Echo --http --port 0") as server:
+    with mcpgym.ServerProcess("python -m mcpgym serve mcpgym.servers.echo:Echo --http --port 0") as server:
         port = server.url.rsplit(":", 1)[1].split("/")[0]
-        out = _run("serve", "servers.echo:Echo", "--http", "--port", port)
+        out = _run("serve", "mcpgym.servers.echo:Echo", "--http", "--port", port)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
     assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line
 
 
 def test_clients_authenticate_with_token_header_or_environment(tmp_path: Path) -> None:
-    with mcpgym.ServerProcess("python -m mcpgym serve servers.echo:Echo --http --port 0 --token s3cret") as server:
+    with mcpgym.ServerProcess(
+        "python -m mcpgym serve mcpgym.servers.echo:Echo --http --port 0 --token s3cret"
+    ) as server:
         refused = _run("tools", server.url, env={"MCPGYM_TOKEN": ""})
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         assert "HTTP 401" in refused.stderr and "--token" in refused.stderr

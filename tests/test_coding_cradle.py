@@ -1,4 +1,4 @@
-"""servers.coding's first `run_python` of an episode: its worker is forked inside the episode's
+"""mcpgym.servers.coding's first `run_python` of an episode: its worker is forked inside the episode's
 memory cgroup by a server thread already waiting there (`_cradle`: made ahead, so the call does
 not wait for a cgroup move), nothing of the server stays in an episode's group, and the worker
 starts without modules it does not need. Needs a root server and cgroup v1 memory (this
@@ -21,10 +21,11 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpgym.servers.coding import Limits, Sandbox, _cradle
-from mcpgym.servers.coding._cgroups import Hierarchy
-from mcpgym.servers.coding._interpreter import Interpreter
-from mcpgym.servers.coding._workspace import Workspace
+from mcpgym.servers.coding import Limits, Sandbox
+from mcpgym.servers.coding._host import cradle as _cradle
+from mcpgym.servers.coding._host.cgroups import Hierarchy
+from mcpgym.servers.coding._host.interpreter import Interpreter
+from mcpgym.servers.coding._host.workspace import Workspace
 from tests.coding.helpers import QUICK
 
 pytestmark = pytest.mark.anyio
@@ -277,7 +278,8 @@ SERVER = textwrap.dedent(
     """
     import json
     import anyio, mcpgym
-    from mcpgym.servers.coding import Limits, Sandbox, _cradle
+    from mcpgym.servers.coding import Limits, Sandbox
+    from mcpgym.servers.coding._host import cradle as _cradle
     from tests.coding.helpers import QUICK, coding
 
     async def main():
@@ -310,9 +312,10 @@ def test_a_worker_forked_by_a_cradle_dies_with_its_server() -> None:
         """
         import sys
         import anyio
-        from mcpgym.servers.coding import Limits, Sandbox, _cradle
-        from mcpgym.servers.coding._interpreter import Interpreter
-        from mcpgym.servers.coding._workspace import Workspace
+        from mcpgym.servers.coding import Limits, Sandbox
+        from mcpgym.servers.coding._host import cradle as _cradle
+        from mcpgym.servers.coding._host.interpreter import Interpreter
+        from mcpgym.servers.coding._host.workspace import Workspace
         from tests.coding.helpers import QUICK
 
         async def main():
@@ -349,10 +352,11 @@ OUT_OF_MEMORY = textwrap.dedent(
     """
     import json, threading
     import anyio
-    from mcpgym.servers.coding import Limits, Sandbox, _cradle
-    from mcpgym.servers.coding._cgroups import Hierarchy
-    from mcpgym.servers.coding._interpreter import Interpreter
-    from mcpgym.servers.coding._workspace import Workspace
+    from mcpgym.servers.coding import Limits, Sandbox
+    from mcpgym.servers.coding._host import cradle as _cradle
+    from mcpgym.servers.coding._host.cgroups import Hierarchy
+    from mcpgym.servers.coding._host.interpreter import Interpreter
+    from mcpgym.servers.coding._host.workspace import Workspace
     from tests.coding.helpers import QUICK
 
     SMALL = 64 << 20  # the episode's memory cgroup; RLIMIT_AS (1 GiB) is not what stops the code

@@ -1,4 +1,4 @@
-"""servers.coding edge cases found in review: resources outside the rlimits, forged protocol lines,
+"""mcpgym.servers.coding edge cases found in review: resources outside the rlimits, forged protocol lines,
 zygote lifetime, uids shared between server processes, deep trees, cancelled calls."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import anyio.lowlevel
 import pytest
 
 import mcpgym
-from mcpgym.servers.coding import Limits, Sandbox, Task, _uids
-from mcpgym.servers.coding._grader import _Zygote, grader
-from mcpgym.servers.coding._interpreter import Interpreter, grade
-from mcpgym.servers.coding._workspace import Workspace
+from mcpgym.servers.coding import Limits, Sandbox, Task
+from mcpgym.servers.coding._host import uids as _uids
+from mcpgym.servers.coding._host.grader import _Zygote, grader
+from mcpgym.servers.coding._host.interpreter import Interpreter, grade
+from mcpgym.servers.coding._host.workspace import Workspace
 from tests.coding.helpers import QUICK, coding
 
 # The squatter's interpreter: one a uid other than root's can run (not under /root/.pyenv, 0700).
@@ -141,7 +142,10 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
     monkeypatch: pytest.MonkeyPatch, squatter_kind: str
 ) -> None:
     """Every server process counts uids from the same base: a fresh one must skip what another holds."""
-    claim = "import sys\nfrom servers.coding import Sandbox\nprint(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
+    claim = (
+        "import sys\nfrom mcpgym.servers.coding import Sandbox\n"
+        "print(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
+    )
     with subprocess.Popen([sys.executable, "-c", claim], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
         assert holder.stdin is not None and holder.stdout is not None
         held = int(holder.stdout.readline())  # the first of the batch it reserved

@@ -1,4 +1,4 @@
-"""servers.coding grading: the grader zygote kills whole trees, survives crashes, keeps submissions apart."""
+"""mcpgym.servers.coding grading: the grader zygote kills whole trees, survives crashes, keeps submissions apart."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import anyio.lowlevel
 import pytest
 
 from mcpgym.servers.coding import Limits, Sandbox, Task
-from mcpgym.servers.coding._grader import grader
-from mcpgym.servers.coding._interpreter import Verdict, grade
-from mcpgym.servers.coding._process import _children
+from mcpgym.servers.coding._host.grader import grader
+from mcpgym.servers.coding._host.interpreter import Verdict, grade
+from mcpgym.servers.coding._host.process import _children
 from tests.coding.helpers import QUICK
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""servers.coding reward integrity: every known hack family scores 0 and is reported by name.
+"""mcpgym.servers.coding reward integrity: every known hack family scores 0 and is reported by name.
 
 Each submission below earned reward on d184b8c (where the solution shared the process that ran
 the tests and wrote the verdict) unless noted; now the tests run in a process of their own.
@@ -13,9 +13,9 @@ import pytest
 
 import mcpgym
 from mcpgym.servers.coding import Sandbox, Task
-from mcpgym.servers.coding._grader import grader
 from mcpgym.servers.coding._hacks import SIGNALS, detect
-from mcpgym.servers.coding._interpreter import _verdict, grade
+from mcpgym.servers.coding._host.grader import grader
+from mcpgym.servers.coding._host.interpreter import _verdict, grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio

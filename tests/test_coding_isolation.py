@@ -1,4 +1,4 @@
-"""servers.coding: nothing outlives its call, submission or episode; memory and kernel surface.
+"""mcpgym.servers.coding: nothing outlives its call, submission or episode; memory and kernel surface.
 
 Each test names the layer it needs; on this project's machines (root, bubblewrap, cgroup v1
 memory) every layer is present, and a missing one fails the test (the suite must not skip it).
@@ -17,8 +17,8 @@ import pytest
 
 import mcpgym
 from mcpgym.servers.coding import Limits, Sandbox, Task, load_tasks
-from mcpgym.servers.coding._grader import grading_memory
-from mcpgym.servers.coding._interpreter import grade
+from mcpgym.servers.coding._host.grader import grading_memory
+from mcpgym.servers.coding._host.interpreter import grade
 from tests.coding.helpers import QUICK, coding
 
 pytestmark = pytest.mark.anyio
@@ -193,7 +193,7 @@ async def test_listings_are_unambiguous_for_names_with_newlines_quotes_and_arrow
 
 
 def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared(tmp_path: Path) -> None:
-    from mcpgym.servers.coding import _uids
+    from mcpgym.servers.coding._host import uids as _uids
 
     uids = [_uids.claim() for _ in range(3)]
     directory = _uids._lock_directory()
@@ -209,9 +209,9 @@ def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared
 
 
 def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit() -> None:
-    from mcpgym.servers.coding import _uids
+    from mcpgym.servers.coding._host import uids as _uids
 
-    claim = "from mcpgym.servers.coding import _uids\nprint(_uids.claim(), *_uids._RESERVE)"
+    claim = "from mcpgym.servers.coding._host import uids as _uids\nprint(_uids.claim(), *_uids._RESERVE)"
     done = subprocess.run([sys.executable, "-c", claim], capture_output=True, check=True)
     claimed = [int(uid) for uid in done.stdout.split()]
     assert len(claimed) == _uids._BATCH  # the premise: one claim reserved a whole batch
@@ -222,12 +222,12 @@ def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit() -> None:
 
 
 def test_a_forked_child_exiting_leaves_its_parents_reserved_uids_locked() -> None:
-    from mcpgym.servers.coding import _uids
+    from mcpgym.servers.coding._host import uids as _uids
 
     # A child forked after a claim has a copy of the reserve (and of the open, locked files): it
     # must not hand out its parent's uids, and its normal exit (atexit hooks) must not unlink them.
     script = (
-        "import os, sys\nfrom mcpgym.servers.coding import _uids\n_uids.claim()\n"
+        "import os, sys\nfrom mcpgym.servers.coding._host import uids as _uids\n_uids.claim()\n"
         "if os.fork() == 0:\n    print(_uids.claim(), flush=True)\n    sys.exit(0)\nos.wait()\n"
         "d = _uids._lock_directory()\nprint(*_uids._RESERVE, *[(d / str(u)).exists() for u in _uids._RESERVE])"
     )
@@ -242,9 +242,9 @@ def test_a_forked_child_exiting_leaves_its_parents_reserved_uids_locked() -> Non
 def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_machine(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from mcpgym._cli import _add_serve_options
+    from mcpgym._cli.serve import add_serve_options as _add_serve_options
     from mcpgym.servers.coding.__main__ import configure, parser
-    from mcpgym.servers.coding._capacity import machine_capacity
+    from mcpgym.servers.coding._host.capacity import machine_capacity
 
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps({"task_id": ADD.task_id, "prompt": ADD.prompt, "test": ADD.test, "entry_point": "add"}))
@@ -256,12 +256,12 @@ def test_startup_states_memory_enforcement_and_a_max_episodes_derived_from_the_m
     assert args.max_episodes == capacity.episodes and "MiB of memory" in capacity.why
     configure(args)
     err = capsys.readouterr().err
-    assert "servers.coding: memory: memory cgroup per episode (v" in err
+    assert "mcpgym.servers.coding: memory: memory cgroup per episode (v" in err
     assert "user namespaces: blocked" in err and "background processes: killed" in err
 
 
 async def test_sandbox_start_ups_wait_in_a_queue_before_any_call_is_timed() -> None:
-    from mcpgym.servers.coding import _process
+    from mcpgym.servers.coding._host import process as _process
 
     async with mcpgym.connect(coding()) as first, mcpgym.connect(coding()) as second:
         await first.reset(seed=0)

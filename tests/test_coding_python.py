@@ -1,4 +1,4 @@
-"""servers.coding runs exactly the server's interpreter in the sandbox (issue 11: shared libpython).
+"""mcpgym.servers.coding runs exactly the server's interpreter in the sandbox (issue 11: shared libpython).
 
 A Python built with a shared libpython (pyenv, several distributions) finds it through its rpath:
 the sandbox mounts the installation at its own path, so the interpreter inside loads its own
@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from mcpgym.servers.coding import Sandbox, Task
-from mcpgym.servers.coding._interpreter import Interpreter, grade
-from mcpgym.servers.coding._workspace import Workspace
+from mcpgym.servers.coding._host.interpreter import Interpreter, grade
+from mcpgym.servers.coding._host.workspace import Workspace
 from tests.coding.helpers import QUICK
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""servers.coding cleans up after a server that died: a SIGKILLed server's workspaces (and their
+"""mcpgym.servers.coding cleans up after a server that died: a SIGKILLed server's workspaces (and their
 tmpfs mounts) are removed by the next server on the host, never a running server's."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mcpgym.servers.coding import _scratch
-from mcpgym.servers.coding._workspace import remove_tree
+from mcpgym.servers.coding._host import scratch as _scratch
+from mcpgym.servers.coding._host.workspace import remove_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # in it (a tmpfs, where this host lets the server mount one), says where, and waits on stdin.
 SERVER = """
 import sys
-from mcpgym.servers.coding import _scratch
-from mcpgym.servers.coding._workspace import Workspace, workspace_quota_works
+from mcpgym.servers.coding._host import scratch as _scratch
+from mcpgym.servers.coding._host.workspace import Workspace, workspace_quota_works
 own = _scratch.directory()
 quota = (1 << 20, 64) if workspace_quota_works() else None
 workspace = Workspace(None, 1 << 16, quota, parent=own)
@@ -102,7 +102,7 @@ def test_a_sweep_takes_a_server_once_it_has_stopped_and_a_clean_exit_leaves_noth
 
 
 def test_an_empty_directory_is_removed_at_a_normal_exit(tmp_path: Path) -> None:
-    code = "from servers.coding import _scratch; print(_scratch.directory())"
+    code = "from mcpgym.servers.coding._host import scratch as _scratch; print(_scratch.directory())"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     own = Path(out.stdout.strip())
@@ -139,7 +139,7 @@ def test_the_parent_lets_sandboxes_pass_through_whatever_the_umask(
 def test_a_forked_child_leaves_its_parents_directory_alone(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
-        "from servers.coding import _scratch\n"
+        "from mcpgym.servers.coding._host import scratch as _scratch\n"
         "own = _scratch.directory()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"

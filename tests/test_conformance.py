@@ -39,13 +39,13 @@ REQUIRED = (
 
 
 def _servers() -> list[str]:
-    """Every `servers.NAME` package with a `__main__` (what `python -m servers.NAME --http` runs)."""
-    found = [f"servers.{m.name}" for m in pkgutil.iter_modules(servers.__path__) if m.ispkg]
+    """Every `servers.NAME` package with a `__main__` (what `python -m mcpgym.servers.NAME --http` runs)."""
+    found = [f"mcpgym.servers.{m.name}" for m in pkgutil.iter_modules(servers.__path__) if m.ispkg]
     return [name for name in found if importlib.util.find_spec(f"{name}.__main__") is not None]
 
 
 def test_every_server_is_covered() -> None:
-    assert {"servers.echo", "servers.blackjack", "servers.coding"} <= set(_servers())
+    assert {"mcpgym.servers.echo", "mcpgym.servers.blackjack", "mcpgym.servers.coding"} <= set(_servers())
 
 
 @pytest.mark.parametrize("module", _servers())

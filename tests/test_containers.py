@@ -18,7 +18,7 @@ import httpx2
 import pytest
 import yaml
 
-from mcpgym._scaffold import scaffold
+from mcpgym._cli.init import scaffold
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "deploy" / "Dockerfile"
@@ -138,7 +138,7 @@ def test_stages_run_unprivileged_unless_the_sandbox_needs_root(dockerfile: Path)
     for stage in _serving_stages(dockerfile):
         user = stage.last("USER")
         assert user is not None, f"{stage.name}: no USER: it would run as root by default"
-        if stage.name == "coding":  # servers.coding's sandbox: a uid per submission, tmpfs quotas
+        if stage.name == "coding":  # mcpgym.servers.coding's sandbox: a uid per submission, tmpfs quotas
             assert user.args == "root"
             assert "docs/containers.md" in dockerfile.read_text()
         else:

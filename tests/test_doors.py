@@ -172,7 +172,7 @@ async def test_reset_info_and_invented_tools_are_the_same_on_every_door() -> Non
 async def test_plain_agents_still_get_the_protocol_error_for_an_unknown_tool() -> None:
     from mcp import Client
 
-    from mcpgym._protocol import STEP_KEY, episode_meta
+    from mcpgym._core.protocol import STEP_KEY, episode_meta
 
     server = mcpgym.GymServer(Briefed)
     async with mcpgym.connect(server) as env:  # an mcpgym client, to name an episode on the wire

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 import mcpgym
-from mcpgym._protocol import new_episode_id
+from mcpgym._core.protocol import new_episode_id
 from tests.conftest import DOORS, door, serve_app
 from tests.envs import CLOSED, Counter, closed_event
 

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 import mcpgym
-from mcpgym._episode import Episode, Turns
-from mcpgym._types import StepResult, ToolStep, tool_step
+from mcpgym._core.types import StepResult, ToolStep, tool_step
+from mcpgym._episode.episode import Episode, Turns
 
 # --------------------------------------------------------------------------- turns
 

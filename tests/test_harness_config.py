@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import pytest
 from mcp import StdioServerParameters
 
 import mcpgym
-from mcpgym import _cli as mcpgym_cli
+from mcpgym._cli import main as mcpgym_cli
 from mcpgym.harness import config
 
 pytestmark = pytest.mark.anyio
@@ -63,8 +62,8 @@ def printed(cli: Cli) -> Printed:
 
 
 async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_path: Path, printed: Printed) -> None:
-    entry = printed("claude-code", "servers.coding")["mcpServers"]["coding"]
-    argv = [sys.executable, "-m", "mcpgym", "harness", "config", "claude-code", "servers.coding"]
+    entry = printed("claude-code", "mcpgym.servers.coding")["mcpServers"]["coding"]
+    argv = [sys.executable, "-m", "mcpgym", "harness", "config", "claude-code", "mcpgym.servers.coding"]
     out = await anyio.run_process(argv, cwd=tmp_path)
     assert json.loads(out.stdout)["mcpServers"]["coding"] == entry  # the real command, from elsewhere
     assert entry == {
@@ -79,27 +78,31 @@ async def test_claude_code_block_launches_the_coding_server_from_anywhere(tmp_pa
         assert "submit" in {t.name for t in await env.list_tools()}
 
 
-def test_a_spec_naming_a_short_name_gets_the_checkout_root_even_once_the_alias_is_imported(tmp_path: Path) -> None:
-    importlib.import_module("servers.echo")  # now sys.modules["servers"] is mcpgym.servers (mcpgym._alias)
+def test_a_checkout_launcher_is_written_by_its_real_name(tmp_path: Path) -> None:
+    entry = config.server_entry("claude-code", "servers.echo")  # a checkout's launcher (rfcs/0016-layout.md)
+    assert entry["args"] == ["-m", "mcpgym.servers.echo"] and entry["env"] == {"PYTHONPATH": os.path.join(REPO, "src")}
     spec = tmp_path / "mcpgym.yaml"
-    spec.write_text("environment: servers.echo:Echo\n")
+    spec.write_text("environment: mcpgym.servers.echo:Echo\n")
     argv, env = config.launch(str(spec))
-    assert argv[1:] == ["-m", "mcpgym", "serve", str(spec)] and env == {"PYTHONPATH": REPO}  # where `servers` is
+    assert argv[1:] == ["-m", "mcpgym", "serve", str(spec)] and env == {"PYTHONPATH": os.path.join(REPO, "src")}
 
 
 def test_each_client_gets_its_own_shape() -> None:
-    desktop = config.server_entry("claude-desktop", "servers.echo:Echo")
+    desktop = config.server_entry("claude-desktop", "mcpgym.servers.echo:Echo")
     assert desktop["command"] == sys.executable and "type" not in desktop  # Desktop's file: command/args/env
     assert desktop["args"] == ["-m", "mcpgym", "serve", "mcpgym.servers.echo:Echo"]
-    assert config.server_entry("mcp-json", "servers.echo")["args"] == ["-m", "mcpgym.servers.echo"]  # has a __main__
+    assert config.server_entry("mcp-json", "mcpgym.servers.echo")["args"] == [
+        "-m",
+        "mcpgym.servers.echo",
+    ]  # has a __main__
     assert config.server_entry("claude-code", "tests.envs:Counter")["args"][-1] == "tests.envs:Counter"
-    command = config.server_entry("claude-code", "python -m servers.echo --http")
+    command = config.server_entry("claude-code", "python -m mcpgym.servers.echo --http")
     assert command["command"] == sys.executable and command["args"] == ["-m", "mcpgym.servers.echo", "--http"]
 
 
 def test_a_url_is_reached_not_launched(printed: Printed) -> None:
     url = "http://127.0.0.1:8000/mcp"
-    block = printed("claude-code", "servers.coding", "--url", url)
+    block = printed("claude-code", "mcpgym.servers.coding", "--url", url)
     assert block == {"mcpServers": {"coding": {"type": "http", "url": url}}}
     assert config.server_entry("mcp-json", url) == {"url": url}
     # Claude Desktop's file takes stdio only: bridge with mcp-remote.
@@ -109,7 +112,7 @@ def test_a_url_is_reached_not_launched(printed: Printed) -> None:
 def test_record_and_server_flags_reach_the_command(tmp_path: Path, printed: Printed) -> None:
     block = printed(
         "claude-desktop",
-        "servers.coding",
+        "mcpgym.servers.coding",
         "--record",
         str(tmp_path / "rec"),
         "--name",
@@ -130,7 +133,7 @@ def test_write_merges_without_clobbering(tmp_path: Path, cli: Cli) -> None:
     before: dict[str, Any] = {"mcpServers": {"other": {"command": "node", "args": ["x.js"]}}, "keep": [1, 2]}
     path.write_text(json.dumps(before))
 
-    out = cli("claude-code", "servers.coding", "--write", cwd=tmp_path)  # default file: ./.mcp.json
+    out = cli("claude-code", "mcpgym.servers.coding", "--write", cwd=tmp_path)  # default file: ./.mcp.json
     assert out.returncode == 0, out.stderr
     after = json.loads(path.read_text())
     assert after["keep"] == [1, 2] and after["mcpServers"]["other"] == before["mcpServers"]["other"]
@@ -151,11 +154,13 @@ def test_write_refuses_to_replace_a_different_entry(tmp_path: Path, cli: Cli) ->
     path = tmp_path / ".mcp.json"
     theirs = {"mcpServers": {"coding": {"command": "node", "args": ["their-coding-server.js"]}}}
     path.write_text(json.dumps(theirs))
-    out = cli("claude-code", "servers.coding", "--write", "--file", str(path))
+    out = cli("claude-code", "mcpgym.servers.coding", "--write", "--file", str(path))
     assert out.returncode != 0 and "--force" in out.stderr and json.loads(path.read_text()) == theirs
-    assert cli("claude-code", "servers.coding", "--write", "--file", str(path), "--force").returncode == 0
+    assert cli("claude-code", "mcpgym.servers.coding", "--write", "--file", str(path), "--force").returncode == 0
     assert json.loads(path.read_text())["mcpServers"]["coding"]["args"] == ["-m", "mcpgym.servers.coding"]
-    assert cli("claude-code", "servers.coding", "--write", "--file", str(path)).returncode == 0  # same entry: fine
+    assert (
+        cli("claude-code", "mcpgym.servers.coding", "--write", "--file", str(path)).returncode == 0
+    )  # same entry: fine
 
 
 def test_write_goes_through_a_symlink_and_keeps_the_mode(tmp_path: Path, cli: Cli) -> None:
@@ -165,14 +170,14 @@ def test_write_goes_through_a_symlink_and_keeps_the_mode(tmp_path: Path, cli: Cl
     real.chmod(0o640)
     link = tmp_path / ".mcp.json"
     link.symlink_to(real)
-    assert cli("claude-code", "servers.coding", "--write", "--file", str(link)).returncode == 0
+    assert cli("claude-code", "mcpgym.servers.coding", "--write", "--file", str(link)).returncode == 0
     assert link.is_symlink() and "coding" in json.loads(real.read_text())["mcpServers"]
     assert real.stat().st_mode & 0o777 == 0o640
 
 
 def test_write_creates_claude_desktops_file(tmp_path: Path, cli: Cli) -> None:
     path = tmp_path / "Claude" / "claude_desktop_config.json"
-    out = cli("claude-desktop", "servers.echo:Echo", "--write", "--file", str(path))
+    out = cli("claude-desktop", "mcpgym.servers.echo:Echo", "--write", "--file", str(path))
     assert out.returncode == 0, out.stderr
     assert json.loads(path.read_text())["mcpServers"]["echo"]["command"] == sys.executable
     assert not path.with_name(path.name + ".bak").exists()  # nothing to back up
@@ -181,7 +186,7 @@ def test_write_creates_claude_desktops_file(tmp_path: Path, cli: Cli) -> None:
 def test_a_broken_config_file_is_left_alone(tmp_path: Path, cli: Cli) -> None:
     path = tmp_path / ".mcp.json"
     path.write_text("{not json")
-    out = cli("claude-code", "servers.coding", "--write", "--file", str(path))
+    out = cli("claude-code", "mcpgym.servers.coding", "--write", "--file", str(path))
     assert out.returncode != 0 and "not valid JSON" in out.stderr and "Traceback" not in out.stderr
     assert path.read_text() == "{not json"
 

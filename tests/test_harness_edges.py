@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 import mcpgym
-from mcpgym import _cli as mcpgym_cli
 from mcpgym import harness
+from mcpgym._cli import main as mcpgym_cli
 from mcpgym.harness import _scripted, config
 from mcpgym.harness.openai import parse_completion
 from mcpgym.harness.policy import tool_call
@@ -197,7 +197,7 @@ def test_a_base_url_without_a_scheme_is_refused() -> None:
 
 
 def test_rollout_flags_are_validated(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["rollout", "servers.echo:Echo", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+    base = ["rollout", "mcpgym.servers.echo:Echo", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
     for flags in (["--episodes", "0"], ["--concurrency", "-1"], ["--retries", "-1"], ["--episodes", "x"]):
         with pytest.raises(SystemExit) as exit:
             mcpgym_cli.main([*base, *flags])
@@ -208,7 +208,7 @@ def test_rollout_flags_are_validated(capsys: pytest.CaptureFixture[str]) -> None
 async def test_no_retries_means_one_attempt(tmp_path: Path) -> None:
     out = tmp_path / "x.jsonl"
     async with serve_app(_scripted.ScriptedEndpoint().app()) as base:
-        argv = ["mcpgym", "rollout", "servers.echo:Echo", "--model", "solve", "--base-url", f"{base}/v1"]
+        argv = ["mcpgym", "rollout", "mcpgym.servers.echo:Echo", "--model", "solve", "--base-url", f"{base}/v1"]
         code = await anyio.to_thread.run_sync(_exit_code, [*argv, "--retries", "0", "--out", str(out)])
     (t,) = harness.read_rollout(out)
     assert code == 0 and t.status == "ok"  # not "AssertionError: unreachable"
@@ -223,7 +223,9 @@ def _exit_code(argv: list[str]) -> object:
 @pytest.mark.parametrize("flag", [["--record", "runs"], ["--server-args=--partial-credit"]])
 def test_server_flags_with_a_url_are_refused(flag: list[str]) -> None:
     with pytest.raises(harness.ConfigError, match="launched server"):
-        config.server_entry("claude-code", "servers.coding", url="http://127.0.0.1:9/mcp", **_config_kwargs(flag))
+        config.server_entry(
+            "claude-code", "mcpgym.servers.coding", url="http://127.0.0.1:9/mcp", **_config_kwargs(flag)
+        )
 
 
 def _config_kwargs(flag: list[str]) -> dict[str, Any]:
@@ -234,7 +236,7 @@ async def test_ctrl_c_prints_what_finished_and_exits_130(tmp_path: Path) -> None
     out = tmp_path / "x.jsonl"
     endpoint = _scripted.ScriptedEndpoint()
     async with serve_app(endpoint.app()) as base:
-        argv = [sys.executable, "-m", "mcpgym", "rollout", "servers.echo:Echo", "--model", "hang"]
+        argv = [sys.executable, "-m", "mcpgym", "rollout", "mcpgym.servers.echo:Echo", "--model", "hang"]
         argv += ["--base-url", f"{base}/v1", "--episodes", "2", "--concurrency", "1", "--out", str(out)]
         async with await anyio.open_process(argv) as process:
             assert process.stderr is not None

@@ -1,6 +1,6 @@
 """The agent loop against a real (scripted) chat-completions server on loopback.
 
-Each test plays servers.coding or Echo through `harness.rollout` with `OpenAIPolicy` pointed
+Each test plays mcpgym.servers.coding or Echo through `harness.rollout` with `OpenAIPolicy` pointed
 at harness._scripted, which speaks the OpenAI protocol over HTTP and replays fixed tool calls.
 """
 
@@ -48,7 +48,9 @@ def policy(base: str, model: str, **options: float) -> harness.OpenAIPolicy:
 async def test_canonical_solutions_earn_reward_one(tmp_path: Path) -> None:
     out = tmp_path / "runs" / "solve.jsonl"
     async with scripted() as (endpoint, base), policy(base, "solve", temperature=0.0) as p:
-        trajectories = await harness.rollout("servers.coding", p, episodes=3, concurrency=3, options=TASKS, out=out)
+        trajectories = await harness.rollout(
+            "mcpgym.servers.coding", p, episodes=3, concurrency=3, options=TASKS, out=out
+        )
 
     assert [t.reward for t in trajectories] == [1.0, 1.0, 1.0]
     assert all(t.status == "ok" and t.stop == "done" and t.done for t in trajectories)
@@ -217,7 +219,7 @@ async def test_the_cli_runs_a_rollout(tmp_path: Path) -> None:
                 "-m",
                 "mcpgym",
                 "rollout",
-                "servers.coding",
+                "mcpgym.servers.coding",
                 "--model",
                 "solve",
                 "--base-url",
@@ -241,7 +243,7 @@ async def test_the_cli_runs_a_rollout(tmp_path: Path) -> None:
 
 
 def test_importing_mcpgym_does_not_import_the_harness() -> None:
-    code = "import sys, mcpgym; mcpgym._cli; assert 'harness' not in sys.modules"
+    code = "import sys, mcpgym, mcpgym._cli.main; assert 'harness' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

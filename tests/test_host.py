@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import mcpgym
-from mcpgym._host import Host
+from mcpgym._episode.host import Host
 
 pytestmark = pytest.mark.anyio
 

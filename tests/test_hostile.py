@@ -126,7 +126,7 @@ def _modern_request(url: str, method: str, params: dict[str, Any]) -> dict[str, 
 
 
 def test_unknown_methods_and_bad_params_are_json_rpc_errors(server_url: str) -> None:
-    from mcpgym._protocol import EPISODE_KEY, new_episode_id
+    from mcpgym._core.protocol import EPISODE_KEY, new_episode_id
 
     assert _modern_request(server_url, "nope/nothing", {})["error"]["code"] == -32601
     bad = _modern_request(server_url, "mcpgym/reset", {"seed": "x", "_meta": {EPISODE_KEY: new_episode_id()}})
@@ -138,7 +138,7 @@ def test_unknown_methods_and_bad_params_are_json_rpc_errors(server_url: str) -> 
 
 _LOW_FDS = (
     "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128)); "
-    "from mcpgym._cli import main; main(sys.argv[1:])"
+    "from mcpgym._cli.main import main; main(sys.argv[1:])"
 )
 
 

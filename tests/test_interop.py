@@ -1,4 +1,4 @@
-"""Interop: a client that is not ours (the official TypeScript MCP SDK) against `servers.echo`.
+"""Interop: a client that is not ours (the official TypeScript MCP SDK) against `mcpgym.servers.echo`.
 
 `tests/interop/client.mjs` connects over stdio or streamable HTTP, lists and calls the tools,
 and prints one JSON report of what it saw; these tests assert on that report. Its
@@ -37,11 +37,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=["stdio", "http"])
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[list[str]]:
-    """The transport arguments for client.mjs; for HTTP, a live `python -m servers.echo --http`."""
+    """The transport arguments for client.mjs; for HTTP, a live `python -m mcpgym.servers.echo --http`."""
     if request.param == "stdio":
-        yield ["stdio", sys.executable, "-m", "servers.echo"]
+        yield ["stdio", sys.executable, "-m", "mcpgym.servers.echo"]
     else:
-        async with module_over_http("servers.echo") as url:
+        async with module_over_http("mcpgym.servers.echo") as url:
             yield ["http", url]
 
 

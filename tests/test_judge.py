@@ -13,7 +13,7 @@ import pytest
 
 import mcpgym
 from mcpgym import rubrics
-from mcpgym._chat import Backoff
+from mcpgym._core.chat import Backoff
 from mcpgym.harness import _scripted
 from mcpgym.rubrics import LLMJudge, Step, Transcript
 

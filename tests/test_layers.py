@@ -1,5 +1,7 @@
 """Layers import one way: the core (src/mcpgym) never imports what is built on it; the harness's
-subcommands reach `mcpgym` through the `mcpgym.commands` entry point group instead."""
+subcommands reach `mcpgym` through the `mcpgym.commands` entry point group instead. Inside the
+core, the server side never imports the client side and the client side never imports the server
+side (rfcs/0016-layout.md); a checkout's `servers/` and `harness/` are launchers, not import hooks."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from mcpgym import _cli, _commands
+from mcpgym._cli import main as _cli
+from mcpgym._cli import plugins as _commands
 
 REPO = Path(__file__).resolve().parent.parent
 CORE = REPO / "src" / "mcpgym"
@@ -60,7 +63,7 @@ def test_the_installed_package_never_imports_the_checkouts_short_names() -> None
 
 def test_building_the_cli_without_plugins_imports_no_harness() -> None:
     code = (
-        "import sys, mcpgym._commands as c; c.plugins = lambda: (); import mcpgym._cli as m; m._parser(); "
+        "import sys, mcpgym._cli.plugins as c; c.plugins = lambda: (); import mcpgym._cli.main as m; m._parser(); "
         "print(sorted(n for n in sys.modules if n.split('.')[0] in ('harness', 'servers') "
         "or n.startswith(('mcpgym.harness', 'mcpgym.servers'))))"
     )
@@ -118,3 +121,67 @@ def test_pyproject_registers_the_harness_commands() -> None:
     plugin.register(parser.add_subparsers(dest="command"))
     assert set(plugin.COMMANDS) == {"rollout", "harness"}
     assert parser.parse_args(["rollout", "t", "--model", "m", "--base-url", "u"]).command == "rollout"
+
+
+SIDES = {
+    # package: what it must never import
+    "_core": (
+        "mcpgym._episode",
+        "mcpgym._recording",
+        "mcpgym._server",
+        "mcpgym._client",
+        "mcpgym._targets",
+        "mcpgym._cli",
+    ),
+    "_episode": ("mcpgym._server", "mcpgym._client", "mcpgym._targets", "mcpgym._cli"),
+    "_recording": ("mcpgym._server", "mcpgym._client", "mcpgym._targets", "mcpgym._cli"),
+    "_server": ("mcpgym._client", "mcpgym._targets", "mcpgym._cli"),
+    "_client": ("mcpgym._server", "mcpgym._cli"),
+}
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_each_side_imports_only_what_is_below_it(side: str) -> None:
+    modules = sorted((CORE / side).rglob("*.py"))
+    assert len(modules) > 2  # the premise: the side's folder exists and holds its modules
+    offenders = {str(m.relative_to(REPO)): {n for n in _imports(m) if _above(n, SIDES[side])} for m in modules}
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_core_has_no_flat_private_modules_left() -> None:
+    """Every private module sits in the folder of its side; only the package's own files are flat."""
+    flat = sorted(p.name for p in CORE.glob("*.py"))
+    assert flat == ["__init__.py", "__main__.py", "wrapping.py"]
+
+
+def test_a_checkouts_launchers_install_no_import_hook() -> None:
+    code = (
+        "import sys, importlib\n"
+        "before = list(sys.meta_path)\n"
+        "import servers.echo, harness, mcpgym.servers.echo, mcpgym.harness\n"
+        "assert sys.meta_path == before, sys.meta_path\n"
+        "assert servers.echo.Echo is mcpgym.servers.echo.Echo and harness.rollout is mcpgym.harness.rollout\n"
+        "assert sys.modules['servers.echo'] is not sys.modules['mcpgym.servers.echo']  # a launcher, no alias\n"
+        "from mcpgym import load_environment\n"
+        "assert load_environment('servers.echo') is mcpgym.servers.echo.Echo\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_python_dash_m_servers_runs_from_a_checkout_and_names_the_real_package_elsewhere(tmp_path: Path) -> None:
+    here = subprocess.run([sys.executable, "-m", "servers.echo", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert here.returncode == 0 and "Serve the Echo environment" in here.stdout, here.stderr
+    elsewhere = subprocess.run(
+        [sys.executable, "-m", "mcpgym", "check", "servers.echo"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert elsewhere.returncode != 0 and "mcpgym.servers.echo" in elsewhere.stderr
+
+
+def test_the_editable_install_puts_only_src_on_the_path() -> None:
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["dev-mode-dirs"] == ["src"]
+    code = "import importlib.util as u; print(u.find_spec('tests'), u.find_spec('benchmarks'))"
+    done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "None None"

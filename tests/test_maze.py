@@ -1,4 +1,4 @@
-"""servers.maze and image observations: ImageContent on every door, recorded by reference,
+"""mcpgym.servers.maze and image observations: ImageContent on every door, recorded by reference,
 shown to models as image parts (harness) and as TRL's multimodal tool content."""
 
 from __future__ import annotations

@@ -79,10 +79,10 @@ def _defines_an_environment(path: Path) -> bool:
 def test_no_module_is_called_env_unless_it_holds_an_environment() -> None:
     """Five modules were once named env/environment for five different things (the client API,
     the MCP door, the pool's router, TRL's tool class, a wrapped server's proxy). Now no module is
-    named just `env`, and one named `environment` holds an `Environment`: `mcpgym._environment`
+    named just `env`, and one named `environment` holds an `Environment`: `mcpgym._episode.environment`
     the base class, a shipped server's `_environment` its subclass."""
     modules = sorted(SOURCE.rglob("*.py"))
-    assert SOURCE / "_environment.py" in modules and len(modules) > 50
+    assert SOURCE / "_episode" / "environment.py" in modules and len(modules) > 50
     vague = {"env", "envs", "mcp_env", "environment", "environments"}
     offenders = [
         str(p.relative_to(SOURCE))
@@ -90,8 +90,8 @@ def test_no_module_is_called_env_unless_it_holds_an_environment() -> None:
         if p.stem.lstrip("_") in vague and not (p.stem.lstrip("_") == "environment" and _defines_an_environment(p))
     ]
     assert offenders == []
-    assert _defines_an_environment(SOURCE / "_environment.py")
-    assert not _defines_an_environment(SOURCE / "_client_api.py")  # the check can say no
+    assert _defines_an_environment(SOURCE / "_episode" / "environment.py")
+    assert not _defines_an_environment(SOURCE / "_client" / "api.py")  # the check can say no
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 import mcpgym
-from mcpgym._errors import AT_CAPACITY
+from mcpgym._core.errors import AT_CAPACITY
 from mcpgym.harness.rollout import rollout, run_episode
 from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall
 from mcpgym.pool import Pool, Replica

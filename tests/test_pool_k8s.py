@@ -144,13 +144,15 @@ def test_pods_require_a_token_from_a_secret(resources: dict[str, dict[str, Any]]
 
 
 async def test_a_server_with_the_manifests_token_refuses_clients_without_it(pod_server: list[str]) -> None:
-    from mcpgym._cli import _parser
+    from mcpgym._cli.main import _parser
 
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("MCPGYM_TOKEN", raising=False)
-        assert _parser().parse_args(["serve", "servers.echo:Echo", "--http"]).token is None  # no Secret: no token
+        assert (
+            _parser().parse_args(["serve", "mcpgym.servers.echo:Echo", "--http"]).token is None
+        )  # no Secret: no token
         patch.setenv("MCPGYM_TOKEN", "from-the-secret")
-        args = _parser().parse_args(["serve", "servers.echo:Echo", "--http"])
+        args = _parser().parse_args(["serve", "mcpgym.servers.echo:Echo", "--http"])
     app = mcpgym.GymServer(Echo).http_app(allowed_hosts=pod_server, token=args.token)
     async with serve_app(app) as base:
         with pytest.raises(mcpgym.MCPError, match="HTTP 401"):

@@ -1,4 +1,4 @@
-"""servers.reasoning: reasoning-gym tasks with stable ids, graded by reasoning-gym's scorers."""
+"""mcpgym.servers.reasoning: reasoning-gym tasks with stable ids, graded by reasoning-gym's scorers."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ async def test_the_catalog_lists_questions_and_never_answers() -> None:
 
 def test_cli_refuses_unknown_datasets_plainly() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "servers.reasoning", "--dataset", "chain_sum,nope"],
+        [sys.executable, "-m", "mcpgym.servers.reasoning", "--dataset", "chain_sum,nope"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -79,7 +79,7 @@ async def test_recording_more_live_episodes_than_the_open_file_limit(tmp_path: P
     limit, episodes = 64, 150
     code = (
         f"import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
-        "from mcpgym._cli import main; main(sys.argv[1:])"
+        "from mcpgym._cli.main import main; main(sys.argv[1:])"
     )
     env_vars = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
     server = StdioServerParameters(
@@ -103,7 +103,7 @@ async def test_recording_more_live_episodes_than_the_open_file_limit(tmp_path: P
 async def test_recording_writes_happen_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    import mcpgym._recording as recording
+    import mcpgym._recording.recording as recording
 
     writers: set[str] = set()
     real = recording._write_all

@@ -17,8 +17,8 @@ from mcp_types import CONNECTION_CLOSED
 
 import mcpgym
 from mcpgym import harness
-from mcpgym._errors import AT_CAPACITY
-from mcpgym._protocol import episode_meta
+from mcpgym._core.errors import AT_CAPACITY
+from mcpgym._core.protocol import episode_meta
 from mcpgym.harness.policy import Policy, tool_call
 from mcpgym.harness.types import AssistantTurn, ChatTool, Message
 from mcpgym.pool import Pool
@@ -136,7 +136,7 @@ async def test_episodes_are_bound_to_their_http_session() -> None:
             async with mcpgym.connect(url) as probe:
                 await probe.reset()
             # An RL client over a legacy session: its episode belongs to that session.
-            from mcpgym._protocol import ResetParams, ResetRequest, ResetResult, new_episode_id
+            from mcpgym._core.protocol import ResetParams, ResetRequest, ResetResult, new_episode_id
 
             episode_id = new_episode_id()
             params = ResetParams(_meta=episode_meta(episode_id))
@@ -286,7 +286,7 @@ def test_a_trl_instance_reconnects_on_the_next_reset_after_its_server_died(kind:
 
 
 async def test_resets_on_one_http_session_register_one_cleanup_not_one_each(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mcpgym._server as server_module
+    import mcpgym._server.gym_server as server_module
 
     seen: dict[int, Any] = {}
     real = server_module.connection_of

@@ -13,7 +13,7 @@ import pytest
 
 import mcpgym
 from mcpgym import rubrics
-from mcpgym._rescore import load_rubric, rescore, summary
+from mcpgym._recording.rescore import load_rubric, rescore, summary
 from mcpgym.rubrics import Rubric, Step, Transcript
 from tests.envs import GRADED_RUBRIC, Graded
 
@@ -51,7 +51,7 @@ def test_a_failing_step_gate_zeroes_what_the_step_earned_and_a_gate_earns_nothin
 
 @pytest.mark.parametrize(("earned", "expected"), [(2.0, 0.0), (-2.0, -2.0)])
 async def test_a_failing_trajectory_gate_caps_the_episode_return_at_zero(earned: float, expected: float) -> None:
-    from mcpgym._scoring import EpisodeScore
+    from mcpgym._episode.scoring import EpisodeScore
 
     rubric = Rubric({"a": rubrics.signal("a"), "safe": rubrics.final("safe")}, gates=["safe"])
     for safe, want in ((1.0, earned), (0.0, expected)):  # the premise: a passing gate changes nothing
@@ -210,7 +210,7 @@ def test_rescore_loads_a_rubric_an_environment_class_or_a_factory() -> None:
 def test_rescore_command_writes_scores_and_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from mcpgym._cli import main
+    from mcpgym._cli.main import main
 
     async def record() -> list[mcpgym.StepResult[Any]]:
         async with mcpgym.connect(mcpgym.GymServer(Graded, record=tmp_path / "runs")) as env:

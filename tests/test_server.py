@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcpgym
-from mcpgym._protocol import (
+from mcpgym._core.protocol import (
     CLOSE_METHOD,
     EXTENSION_ID,
     RESET_METHOD,
@@ -234,7 +234,7 @@ async def test_healthz_tells_load_only_to_clients_that_may_use_the_server() -> N
 def test_served_connections_send_small_answers_at_once() -> None:
     import socket
 
-    from mcpgym._http import listen
+    from mcpgym._server.http import listen
 
     # Without TCP_NODELAY (asyncio only sets it for IPPROTO_TCP sockets, which create_server's
     # are not), every small HTTP answer waited ~40 ms for the client's delayed ACK.

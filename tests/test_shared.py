@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import mcpgym
 from benchmarks.echo_servers import ServerSettings, bare_server, http_server, until_ready
-from mcpgym._mcp_door import MCPEnv
-from mcpgym._shared import EpisodeEnv
+from mcpgym._client.mcp_door import MCPEnv
+from mcpgym._client.shared import EpisodeEnv
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 from tests.envs import Counter, Mortal
@@ -265,7 +265,7 @@ async def test_legacy_mode_and_in_process_targets_share_nothing() -> None:
 
 
 async def test_stdio_episodes_share_one_server_process() -> None:
-    command = [sys.executable, "-m", "servers.echo"]
+    command = [sys.executable, "-m", "mcpgym.servers.echo"]
     async with mcpgym.SharedClient(command) as shared:
         assert isinstance(shared.door, MCPEnv)
         async with shared.connect() as a, shared.connect() as b:

@@ -22,17 +22,20 @@ pytestmark = [pytest.mark.interop, pytest.mark.anyio]
 ROOT = Path(__file__).resolve().parent.parent
 STEP_KEY = "io.mcpgym/step"  # spelled out: the wire contract as an outside client sees it
 CALLS: dict[str, list[dict[str, Any]]] = {
-    "servers.blackjack": [{"name": "stand", "arguments": {}}, {"name": "hit", "arguments": {}}],
-    "servers.maze": [{"name": "look", "arguments": {}}, {"name": "move", "arguments": {"direction": "sideways"}}],
-    "servers.reasoning": [
+    "mcpgym.servers.blackjack": [{"name": "stand", "arguments": {}}, {"name": "hit", "arguments": {}}],
+    "mcpgym.servers.maze": [
+        {"name": "look", "arguments": {}},
+        {"name": "move", "arguments": {"direction": "sideways"}},
+    ],
+    "mcpgym.servers.reasoning": [
         {"name": "answer", "arguments": {"text": "x"}},
         {"name": "answer", "arguments": {"text": "y"}},
     ],
 }
 TOOLS = {
-    "servers.blackjack": {"hit", "stand"},
-    "servers.maze": {"look", "move"},
-    "servers.reasoning": {"get_task", "answer"},
+    "mcpgym.servers.blackjack": {"hit", "stand"},
+    "mcpgym.servers.maze": {"look", "move"},
+    "mcpgym.servers.reasoning": {"get_task", "answer"},
 }
 
 
@@ -60,17 +63,17 @@ async def test_typescript_client_browses_and_plays(module: str, kind: str, monke
     first, second = report["calls"]
     assert first["isError"] is False and STEP_KEY in first["_meta"], first
     assert second["isError"] is True and second["_meta"][STEP_KEY]["reward"] == 0.0, second
-    if module == "servers.maze":
+    if module == "mcpgym.servers.maze":
         assert [c["type"] for c in first["content"]] == ["text", "image"]
         assert first["content"][1]["mimeType"] == "image/png" and first["content"][1]["data"].startswith("iVBOR")
-    if module == "servers.blackjack":
+    if module == "mcpgym.servers.blackjack":
         assert first["_meta"][STEP_KEY]["done"] is True and first["structuredContent"]["status"] != "your turn"
 
 
 @pytest.mark.parametrize("module", sorted(CALLS))
 async def test_harness_config_launches_the_server(module: str, tmp_path: Path) -> None:
     entry = config.server_entry("claude-code", module)
-    real = f"mcpgym.{module}"  # a checkout's alias is launched by the name an installed wheel has too
+    real = module  # the name an installed wheel has too
     assert entry["command"] == sys.executable and entry["args"] == ["-m", real]
     desktop = config.server_entry("claude-desktop", module)
     assert desktop["args"] == ["-m", real] and "type" not in desktop

@@ -18,8 +18,8 @@ from mcp import StdioServerParameters
 import mcpgym
 import mcpgym.trl
 from mcpgym import CallToolAction, harness
-from mcpgym._cli import _parser
-from mcpgym._spec import json_schema, rollout_defaults, serve_defaults
+from mcpgym._cli.main import _parser
+from mcpgym._targets.spec import json_schema, rollout_defaults, serve_defaults
 from mcpgym.servers.echo import Echo
 from mcpgym.testing import serve_gym
 
@@ -77,7 +77,7 @@ def test_a_full_spec_loads_typed(tmp_path: Path) -> None:
     assert (spec.tasks.count, spec.tasks.seed, spec.tasks.options) == (3, 10, [{"a": 1}, {"a": 2}])
     assert (spec.reward.hide, spec.limits.max_episodes, spec.limits.call_timeout) == (True, 5, 7.5)
     assert (spec.serve.http, spec.serve.port, spec.serve.allowed_hosts) == (True, 0, ["env.internal"])
-    minimal = mcpgym.load_spec(_write(tmp_path, "environment: servers.echo:Echo\n", "m.yml"))
+    minimal = mcpgym.load_spec(_write(tmp_path, "environment: mcpgym.servers.echo:Echo\n", "m.yml"))
     assert minimal.serve.host == "127.0.0.1" and minimal.limits.idle_timeout == 900.0
 
 
@@ -122,7 +122,7 @@ def test_every_mistake_is_reported_at_once_in_line_order(tmp_path: Path) -> None
 
 
 def test_the_cli_says_what_is_wrong_without_a_traceback(tmp_path: Path) -> None:
-    path = _write(tmp_path, "environment: servers.echo:Echo\nlimits: {idle_timout: 5}\n")
+    path = _write(tmp_path, "environment: mcpgym.servers.echo:Echo\nlimits: {idle_timout: 5}\n")
     for argv in (
         ["serve", str(path)],
         ["tools", str(path)],
@@ -207,7 +207,8 @@ def test_harness_config_launches_mcpgym_serve_on_the_spec(tmp_path: Path) -> Non
 def test_the_checked_in_json_schema_is_current_and_validates_specs() -> None:
     checked_in = (REPO / "docs" / "mcpgym.schema.json").read_text()
     regenerate = (
-        "python -c 'from mcpgym._spec import json_schema; print(json_schema(), end=\"\")' > docs/mcpgym.schema.json"
+        "python -c 'from mcpgym._targets.spec import json_schema; print(json_schema(), end=\"\")'"
+        " > docs/mcpgym.schema.json"
     )
     assert checked_in == json_schema(), f"docs/mcpgym.schema.json is stale; regenerate: {regenerate}"
     validator = jsonschema.Draft202012Validator(json.loads(checked_in))

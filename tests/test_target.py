@@ -1,4 +1,4 @@
-"""The one target grammar (`mcpgym._target`): every form, through every entry point that takes one
+"""The one target grammar (`mcpgym._targets.target`): every form, through every entry point that takes one
 (`connect`, `connect_sync`, the CLI, the harness, TRL, the pool), and the reported failures."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mcp import StdioServerParameters
 
 import mcpgym
 from mcpgym import harness
-from mcpgym._target import FILE_FORMATS, TargetError, parse, parse_text
+from mcpgym._targets.target import FILE_FORMATS, TargetError, parse, parse_text
 from mcpgym.harness import config as harness_config
 from mcpgym.pool import Pool
 from mcpgym.servers.echo import Echo
@@ -66,11 +66,11 @@ async def _play(target: Any) -> tuple[Any, float]:
         (Echo, "environment"),
         (functools.partial(Echo), "environment"),
         (Echo(), "environment"),
-        ("servers.echo:Echo", "environment"),
-        ("servers.echo", "environment"),
+        ("mcpgym.servers.echo:Echo", "environment"),
+        ("mcpgym.servers.echo", "environment"),
         ("http://127.0.0.1:1/mcp", "url"),
-        ("python -m servers.echo", "command"),
-        (["python", "-m", "servers.echo"], "command"),
+        ("python -m mcpgym.servers.echo", "command"),
+        (["python", "-m", "mcpgym.servers.echo"], "command"),
         (mcpgym.GymServer(Echo), "server"),
         (StdioServerParameters(command="x"), "server"),
         (Pool(urls=["http://127.0.0.1:1/mcp"]), "connectable"),
@@ -81,14 +81,14 @@ def test_every_form_is_recognised(target: Any, form: str) -> None:
 
 
 async def test_the_reported_connect_failure_a_module_runs_in_process() -> None:
-    # d184b8c treated "servers.coding" as a shell command; it is the module's one Environment.
-    env = mcpgym.connect("servers.echo")
+    # d184b8c treated "mcpgym.servers.coding" as a shell command; it is the module's one Environment.
+    env = mcpgym.connect("mcpgym.servers.echo")
     assert type(env).__name__ == "InProcessEnv"
-    assert await _play("servers.echo") == (
+    assert await _play("mcpgym.servers.echo") == (
         {"prompt": "Say the word 'orbit' using echo_message.", "target": "orbit"},
         1.0,
     )
-    with mcpgym.connect_sync("servers.echo") as sync_env:
+    with mcpgym.connect_sync("mcpgym.servers.echo") as sync_env:
         assert sync_env.reset(seed=0).observation["target"] == "orbit"
 
 
@@ -190,10 +190,10 @@ def test_the_harness_and_trl_and_the_pool_share_the_parser(env_dir: Path) -> Non
     from mcpgym.harness import target as harness_target
 
     assert harness_target.resolve(file_target) is parse(file_target).value
-    from mcpgym._target import load_environment
+    from mcpgym._targets.target import load_environment
 
     assert load_environment(f"{file_target}:FileEnv").__name__ == "FileEnv"
-    assert load_environment("servers.echo") is Echo  # what RayPool's actors load
+    assert load_environment("mcpgym.servers.echo") is Echo  # what RayPool's actors load
     with pytest.raises(TargetError, match="is a url"):
         load_environment("http://127.0.0.1:1/mcp")
 
@@ -209,14 +209,14 @@ async def test_a_rollout_takes_a_file(env_dir: Path) -> None:
 
 
 async def test_every_door_serves_the_module_form(env_dir: Path) -> None:
-    async with serve_gym(mcpgym.load_environment("servers.echo")) as (_, url):
+    async with serve_gym(mcpgym.load_environment("mcpgym.servers.echo")) as (_, url):
         assert (await _play(url))[1] == 1.0
-    assert (await _play("python -m mcpgym serve servers.echo"))[1] == 1.0
+    assert (await _play("python -m mcpgym serve mcpgym.servers.echo"))[1] == 1.0
 
 
 def test_a_module_with_several_environments_names_its_default() -> None:
-    from mcpgym._target import parse
+    from mcpgym._targets.target import parse
     from mcpgym.servers.coding import Coding, GradedCoding
 
     assert GradedCoding.__module__.startswith("mcpgym.servers.coding")  # the premise: two classes there
-    assert parse("servers.coding").value is Coding  # servers.coding.__mcpgym_environment__
+    assert parse("mcpgym.servers.coding").value is Coding  # mcpgym.servers.coding.__mcpgym_environment__

@@ -365,7 +365,7 @@ async def test_every_server_looks_the_same_over_every_door(env_cls: type[mcpgym.
     assert all(v == views[0] for v in views), views
 
 
-@pytest.mark.parametrize("target", ["servers.echo", "servers.echo:Echo"])
+@pytest.mark.parametrize("target", ["mcpgym.servers.echo", "mcpgym.servers.echo:Echo"])
 def test_text_targets_run_in_process_through_the_one_parser(target: str) -> None:
     Env = mcpgym.trl.environment_class(target)
     assert getattr(Env, "_target") is Echo  # noqa: B009 - the class, not the text: in-process, picklable
@@ -405,7 +405,7 @@ def test_dataset_rows_start_groups_identically() -> None:
     first = [Env().reset(**ds[i]) for i in (0, 1, 1)]  # TRL repeats each row for the G rollouts of a group
     assert first[1] == first[2] != first[0]
     assert '"target": "river"' in str(first[1])
-    plain = mcpgym.trl.dataset("servers.echo:Echo", [7, 8], prompt="Go.", system="Be brief.")
+    plain = mcpgym.trl.dataset("mcpgym.servers.echo:Echo", [7, 8], prompt="Go.", system="Be brief.")
     assert plain[0] == {
         "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go."}],
         "seed": 7,
@@ -495,7 +495,7 @@ def test_an_infrastructure_failure_leaves_the_episode_unscored() -> None:
 
 
 def test_a_structured_only_result_is_shown_as_json() -> None:
-    rollout = importlib.import_module("harness.rollout")  # `harness.rollout` the attribute is the function
+    rollout = importlib.import_module("mcpgym.harness.rollout")  # `harness.rollout` the attribute is the function
 
     result = types.CallToolResult(content=[], structured_content={"rows": [1, 2]})
     assert mcpgym.trl.tool_text(result) == '{"rows": [1, 2]}'

@@ -1,4 +1,4 @@
-"""A real GRPO run against servers.echo: tiny local model, rewards from the environment.
+"""A real GRPO run against mcpgym.servers.echo: tiny local model, rewards from the environment.
 
 Slow-ish (about 20 s on 2 cores: mostly importing torch/trl and the warm-up) and needs the
 `mcpgym[trl]` extra, hence the `trl` marker. Drives `examples/grpo_trl_echo.py`, so the

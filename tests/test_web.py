@@ -22,7 +22,7 @@ from starlette.types import ASGIApp
 
 import mcpgym
 from mcpgym import ServerProcess
-from mcpgym._protocol import new_episode_id
+from mcpgym._core.protocol import new_episode_id
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 from tests.web_envs import Forms
@@ -255,7 +255,15 @@ def mcpgym_hostile() -> str:
 
 
 def test_token_protected_server(page: Page) -> None:
-    argv = [sys.executable, "-m", "servers.echo", "--http", "--web", "--port", "0"]  # what `mcpgym serve` runs too
+    argv = [
+        sys.executable,
+        "-m",
+        "mcpgym.servers.echo",
+        "--http",
+        "--web",
+        "--port",
+        "0",
+    ]  # what `mcpgym serve` runs too
     with ServerProcess([*argv, "--token", "s3cret"]) as server:
         base = server.url.removesuffix("/mcp")
         assert page.request.get(f"{base}/web/api/info").status == 401  # the data needs the token

@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 import mcpgym
-from mcpgym._protocol import new_episode_id
+from mcpgym._core.protocol import new_episode_id
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app
 
@@ -146,6 +146,6 @@ async def test_open_live_streams_end_when_the_server_shuts_down() -> None:
 
 
 def test_web_needs_http() -> None:
-    argv = [sys.executable, "-m", "mcpgym", "serve", "servers.echo:Echo", "--web"]
+    argv = [sys.executable, "-m", "mcpgym", "serve", "mcpgym.servers.echo:Echo", "--web"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode != 0 and "--web needs --http" in done.stderr

@@ -370,7 +370,7 @@ def test_the_wrap_command_loads_a_rubric_from_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As `mcpgym serve MODULE:CLASS` does: the console script's sys.path lacks the working directory.
-    from mcpgym._cli import _load_object
+    from mcpgym._cli.options import load_object as _load_object
 
     (tmp_path / "my_rubric_module.py").write_text("def tidy(ctx):\n    return 1.0\n")
     monkeypatch.chdir(tmp_path)
@@ -379,7 +379,7 @@ def test_the_wrap_command_loads_a_rubric_from_the_working_directory(
 
 
 def test_the_wrap_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
-    from mcpgym._cli import main
+    from mcpgym._cli.main import main
 
     with pytest.raises(SystemExit) as exc:
         main(["wrap", "--", "/nonexistent/mcp-server", "{workspace}"])

@@ -11,26 +11,26 @@ import, with a `DeprecationWarning`, until 0.2.
 
 import typing as _typing
 
-from mcpgym._catalog import Task
-from mcpgym._check import check_environment
-from mcpgym._cli import run
-from mcpgym._client_api import AsyncEnv
-from mcpgym._connect import Target, TargetError, connect, load_environment
-from mcpgym._deprecated import deprecated_names as _deprecated_names
-from mcpgym._environment import Environment, Reset
-from mcpgym._errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
-from mcpgym._process import ServerProcess
-from mcpgym._protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
-from mcpgym._recording import Recording, StepRecord, read_recordings
-from mcpgym._server import GymServer
-from mcpgym._shared import SharedClient
-from mcpgym._spec import RunSpec, SpecError, load_spec
-from mcpgym._sync import SyncEnv, connect_sync
-from mcpgym._task_list import list_tasks
-from mcpgym._tools import tool
-from mcpgym._types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
-from mcpgym._vector import AsyncVectorEnv, VectorStep, connect_vector
-from mcpgym._vector_sync import SyncVectorEnv, connect_vector_sync
+from mcpgym._cli.process import ServerProcess
+from mcpgym._cli.serve import run
+from mcpgym._client.api import AsyncEnv
+from mcpgym._client.shared import SharedClient
+from mcpgym._client.sync import SyncEnv, connect_sync
+from mcpgym._client.vector import AsyncVectorEnv, VectorStep, connect_vector
+from mcpgym._client.vector_sync import SyncVectorEnv, connect_vector_sync
+from mcpgym._core.deprecated import deprecated_names as _deprecated_names
+from mcpgym._core.errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
+from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
+from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._episode.catalog import Task
+from mcpgym._episode.check import check_environment
+from mcpgym._episode.environment import Environment, Reset
+from mcpgym._episode.tools import tool
+from mcpgym._recording.recording import Recording, StepRecord, read_recordings
+from mcpgym._server.gym_server import GymServer
+from mcpgym._targets.connect import Target, TargetError, connect, load_environment
+from mcpgym._targets.spec import RunSpec, SpecError, load_spec
+from mcpgym._targets.task_list import list_tasks
 from mcpgym._wrap._proxy import wrap
 
 __version__ = "0.1.0"

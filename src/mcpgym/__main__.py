@@ -1,5 +1,5 @@
 """`python -m mcpgym ...` is the `mcpgym` command."""
 
-from mcpgym._cli import main
+from mcpgym._cli.main import main
 
 main()

@@ -1,4 +1,4 @@
-"""Helpers for the servers.coding tests: a quick-limits environment factory and host probes."""
+"""Helpers for the mcpgym.servers.coding tests: a quick-limits environment factory and host probes."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from mcpgym._host import Host, Release
+from mcpgym._episode.host import Host, Release
 from mcpgym._wrap._sandbox import Sandbox
 
 logger = logging.getLogger("mcpgym.wrap")

@@ -35,10 +35,10 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from mcpgym._catalog import Task
-from mcpgym._environment import Environment
-from mcpgym._errors import MCPError, ToolError
-from mcpgym._tools import BoundTool
+from mcpgym._core.errors import MCPError, ToolError
+from mcpgym._episode.catalog import Task
+from mcpgym._episode.environment import Environment
+from mcpgym._episode.tools import BoundTool
 from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox

@@ -11,7 +11,7 @@ Two halves, one record:
 
 ```python
 async with harness.OpenAIPolicy("http://127.0.0.1:8000/v1", "Qwen/Qwen3-8B") as policy:
-    trajectories = await harness.rollout("servers.coding", policy, episodes=32, concurrency=8)
+    trajectories = await harness.rollout("mcpgym.servers.coding", policy, episodes=32, concurrency=8)
 ```
 
 CLI: `mcpgym rollout ...` and `mcpgym harness config ...`. See rfcs/0005-harness.md.
@@ -24,7 +24,7 @@ the server's own record of it is `mcpgym.Recording`. A policy gets the tools as 
 
 import typing as _typing
 
-from mcpgym._deprecated import deprecated_names as _deprecated_names
+from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym.harness.errors import ConfigError, EndpointError, EndpointTimeout, HarnessError
 from mcpgym.harness.openai import OpenAIPolicy
 from mcpgym.harness.policy import Policy, openai_tools, tool_call

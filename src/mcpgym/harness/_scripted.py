@@ -5,7 +5,7 @@ chat-completions protocol, replaying fixed tool calls instead of running a model
 request's `model` picks the script; the turn is the number of assistant messages so far, so
 the endpoint is stateless per conversation and any number of episodes can run at once:
 
-    solve                 HumanEval (servers.coding): write the task's canonical solution to
+    solve                 HumanEval (mcpgym.servers.coding): write the task's canonical solution to
                           solution.py, then `submit` it (reward 1.0), then stop
     unknown-tool          call a tool the environment does not have, then stop
     malformed-arguments   call write_file with arguments that are not JSON, then stop
@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mcpgym._http import UvicornServer, listen
+from mcpgym._server.http import UvicornServer, listen
 
 Reply = dict[str, Any]
 MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky", "judge", "judge-malformed", "judge-flaky")

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 import mcpgym
-from mcpgym._cli import add_client_options, client_headers
+from mcpgym._cli.options import add_client_options, client_headers
 from mcpgym.harness import target as targets
 from mcpgym.harness.errors import HarnessError
 from mcpgym.harness.openai import API_KEY_ENV, OpenAIPolicy

@@ -16,8 +16,8 @@ The command is this interpreter's absolute path, so the client runs the server i
 environment whatever its own PATH; `env.PYTHONPATH` names the directory the target's package
 is imported from (unless it is installed), so the server starts whatever the client's
 working directory (no client documents `cwd`, so it is not relied upon). A module is launched by
-its real name: a checkout's `servers.coding` (an alias, mcpgym._alias) is written as
-`mcpgym.servers.coding`, the name an installed wheel has too.
+the name an installed wheel has too: a checkout's launcher `servers.coding` is written as
+`mcpgym.servers.coding`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mcpgym._spec import is_spec, load_spec
+from mcpgym._targets.spec import is_spec, load_spec
 from mcpgym.harness import target as targets
 from mcpgym.harness.errors import ConfigError
 
@@ -105,7 +105,8 @@ def block(name: str, entry: Entry) -> dict[str, Any]:
 
 
 def default_name(target: str, url: str | None = None) -> str:
-    """`servers.coding` → `coding`; `servers.echo:Echo` → `echo`; `path/env.py` → `env`; a URL → `mcpgym`."""
+    """`mcpgym.servers.coding` → `coding`; `mcpgym.servers.echo:Echo` → `echo`; `path/env.py` → `env`;
+    a URL → `mcpgym`."""
     if target.startswith(("http://", "https://")):
         return "mcpgym"
     parsed = targets.parse_text(target)
@@ -194,18 +195,19 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def real_name(module: str) -> str:
-    """`module` under the name it really has: an alias such as a checkout's `servers.X` gives `mcpgym.servers.X`.
+    """`module` under the name an installed mcpgym has too: a checkout's launcher `servers.X` gives `mcpgym.servers.X`.
 
-    Only the top-level package is imported (as finding the module's root does anyway); a name
-    that does not import is returned as it is, for the launch to report.
+    The root `servers/` and `harness/` folders of a checkout only launch or forward to the
+    `mcpgym` package (rfcs/0016-layout.md), so the entry names the package itself.
     """
     top, dot, rest = module.partition(".")
+    if top not in ("servers", "harness") or not dot:
+        return module
     try:
-        importlib.util.find_spec(top)
+        found = importlib.util.find_spec(f"mcpgym.{top}.{rest.partition('.')[0]}")
     except (ImportError, ValueError):
         return module
-    found = sys.modules.get(top)
-    return found.__name__ + dot + rest if found is not None and found.__name__ != top else module
+    return f"mcpgym.{module}" if found is not None else module
 
 
 def _has_main(module: str) -> bool:
@@ -218,8 +220,7 @@ def _has_main(module: str) -> bool:
 def _import_root(module: str) -> str | None:
     """The sys.path entry `module` is imported from, unless it is site-packages (always on the path)."""
     top = module.partition(".")[0]
-    # Where a fresh process finds `top` on sys.path: an alias's own directory (a checkout's root
-    # for `servers`), not that of the package it stands for once imported here (mcpgym._alias).
+    # Where a fresh process finds `top` on sys.path, as the launched server will look it up.
     spec = importlib.machinery.PathFinder.find_spec(top)
     if spec is None:  # found by another finder (an editable install's, say)
         try:

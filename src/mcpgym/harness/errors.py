@@ -17,7 +17,7 @@ rollout goes on.
 
 from __future__ import annotations
 
-from mcpgym import _chat
+from mcpgym._core import chat as _chat
 
 
 class HarnessError(Exception):

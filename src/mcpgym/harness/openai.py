@@ -14,7 +14,7 @@ import os
 from types import TracebackType
 from typing import Any, Self
 
-from mcpgym._chat import ChatEndpoint
+from mcpgym._core.chat import ChatEndpoint
 from mcpgym.harness.errors import EndpointError, EndpointTimeout
 from mcpgym.harness.policy import tool_call
 from mcpgym.harness.retry import Backoff

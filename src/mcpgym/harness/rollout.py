@@ -38,8 +38,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 import mcpgym
 from mcpgym import RUBRIC_KEY, EpisodeState
-from mcpgym._blobs import BlobStore, restore
-from mcpgym._content import data_url, images
+from mcpgym._core.content import data_url, images
+from mcpgym._recording.blobs import BlobStore, restore
 from mcpgym.harness import target as targets
 from mcpgym.harness.policy import Policy, openai_tools
 from mcpgym.harness.progress import Progress

@@ -1,14 +1,14 @@
 """Environment targets as the harness accepts them: exactly `mcpgym.connect`'s grammar, which
-`mcpgym._target` parses (the one parser; this module only adapts it for the harness).
+`mcpgym._targets.target` parses (the one parser; this module only adapts it for the harness).
 
-Layer: glue over `mcpgym._target`; the CLI and the Python API both use it.
+Layer: glue over `mcpgym._targets.target`; the CLI and the Python API both use it.
 """
 
 from __future__ import annotations
 
 import mcpgym
-from mcpgym._spec import is_spec
-from mcpgym._target import ParsedTarget, parse, parse_text
+from mcpgym._targets.spec import is_spec
+from mcpgym._targets.target import ParsedTarget, parse, parse_text
 
 
 def resolve(target: mcpgym.Target) -> mcpgym.Target:

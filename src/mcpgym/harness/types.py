@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpgym._deprecated import deprecated_names as _deprecated_names
+from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 
 Message = dict[str, Any]
 """One chat-completions message (`{"role": ..., "content": ..., "tool_calls": ...}`)."""

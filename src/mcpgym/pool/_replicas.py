@@ -29,7 +29,7 @@ import httpx2
 from anyio.abc import TaskGroup
 from mcp_types import CONNECTION_CLOSED
 
-from mcpgym._errors import AT_CAPACITY, MCPError
+from mcpgym._core.errors import AT_CAPACITY, MCPError
 
 if TYPE_CHECKING:
     from mcpgym.pool._routing import PoolEnv
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 Discover = Callable[[], Awaitable[Sequence[str]]]
 """Returns the pool's current replica URLs (a Ray pool's actors can move to new ports)."""
 
-HEALTH_PATH = "/healthz"  # mcpgym._http.HEALTH_PATH, restated: this layer must not import the server
+HEALTH_PATH = "/healthz"  # mcpgym._server.http.HEALTH_PATH, restated: this layer must not import the server
 
 
 @dataclass(eq=False)

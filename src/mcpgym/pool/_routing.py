@@ -26,11 +26,11 @@ import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
 from mcp_types import CONNECTION_CLOSED
 
-from mcpgym._client_api import AsyncEnv
-from mcpgym._errors import AT_CAPACITY, MCPError
-from mcpgym._mcp_door import _TRANSPORT_ERRORS, MCPEnv
-from mcpgym._protocol import ResetResult
-from mcpgym._types import EpisodeState, ToolStep
+from mcpgym._client.api import AsyncEnv
+from mcpgym._client.mcp_door import _TRANSPORT_ERRORS, MCPEnv
+from mcpgym._core.errors import AT_CAPACITY, MCPError
+from mcpgym._core.protocol import ResetResult
+from mcpgym._core.types import EpisodeState, ToolStep
 from mcpgym.pool._replicas import Pool, Replica
 
 log = logging.getLogger("mcpgym.pool")

@@ -7,7 +7,7 @@ actor that holds their episode (`RayPool.pool()` → `mcpgym.pool.Pool`), so a s
 it costs against a plain server. See rfcs/0006-scale-out.md.
 
 ```python
-with RayPool("servers.echo:Echo", replicas=4, address="auto") as ray_pool:
+with RayPool("mcpgym.servers.echo:Echo", replicas=4, address="auto") as ray_pool:
     async with ray_pool.pool().connect() as env:
         await env.reset()
 ```
@@ -31,8 +31,8 @@ import ray
 import ray.exceptions
 import ray.util
 
-from mcpgym._server import GymServer
-from mcpgym._target import load_environment
+from mcpgym._server.gym_server import GymServer
+from mcpgym._targets.target import load_environment
 from mcpgym.pool._replicas import Pool
 
 

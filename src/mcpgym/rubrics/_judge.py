@@ -1,6 +1,6 @@
 """`LLMJudge`: a trajectory rubric scored by a model behind any OpenAI-compatible endpoint.
 
-Layer: rubric implementation (posts through `mcpgym._chat`, the client the harness uses too).
+Layer: rubric implementation (posts through `mcpgym._core.chat`, the client the harness uses too).
 
 - Prompt: the judge's instructions (system), then the task, the trajectory and the rubric text
   (user). The trajectory is written by the policy being trained, so it is data, not
@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from mcpgym._chat import Backoff, ChatEndpoint, EndpointError
+from mcpgym._core.chat import Backoff, ChatEndpoint, EndpointError
 from mcpgym.rubrics._core import TrajectoryRubric, Transcript
 
 logger = logging.getLogger("mcpgym")

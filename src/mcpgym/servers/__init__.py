@@ -1,5 +1,5 @@
 """Environments that ship with mcpgym; each runs with `python -m mcpgym.servers.NAME` (or `mcpgym-NAME`).
 
-A checkout also has the short name `python -m servers.NAME`: the root `servers/` package
-aliases this one (mcpgym._alias).
+From a checkout's root, `python -m servers.NAME` runs the same command: the root `servers/`
+folder holds launchers only (rfcs/0016-layout.md).
 """

@@ -10,7 +10,7 @@ import inspect
 import pkgutil
 import types
 
-from mcpgym._environment import Environment
+from mcpgym._episode.environment import Environment
 
 
 def environments_in(package: str | types.ModuleType) -> list[type[Environment]]:

@@ -18,10 +18,10 @@ import uvicorn
 from mcp import StdioServerParameters
 from starlette.types import ASGIApp
 
-from mcpgym._connect import Target
-from mcpgym._environment import Environment
-from mcpgym._http import UvicornServer, listen
-from mcpgym._server import GymServer
+from mcpgym._episode.environment import Environment
+from mcpgym._server.gym_server import GymServer
+from mcpgym._server.http import UvicornServer, listen
+from mcpgym._targets.connect import Target
 
 Door = Literal["inprocess", "memory", "stdio", "http", "shared-http"]
 DOORS: tuple[Door, ...] = ("inprocess", "memory", "stdio", "http", "shared-http")
@@ -75,7 +75,7 @@ async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target
         async with serve_gym(env) as (_, url):
             yield url
     elif kind == "shared-http":  # the lean path: episodes multiplexed over one SharedClient
-        from mcpgym._shared import SharedClient
+        from mcpgym._client.shared import SharedClient
 
         async with serve_gym(env) as (_, url), SharedClient(url) as shared:
             if not shared.lean:  # a silent fallback to one client per episode would test the "http" door twice

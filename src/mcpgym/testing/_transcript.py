@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mcpgym._client_api import AsyncEnv
-from mcpgym._connect import connect
-from mcpgym._environment import Environment
-from mcpgym._errors import MCPError
-from mcpgym._types import CallToolAction, ListToolsAction
+from mcpgym._client.api import AsyncEnv
+from mcpgym._core.errors import MCPError
+from mcpgym._core.types import CallToolAction, ListToolsAction
+from mcpgym._episode.environment import Environment
+from mcpgym._targets.connect import connect
 from mcpgym.testing._doors import DOORS, Door, door
 
 Script = Sequence[tuple[str, dict[str, Any]]]

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
-from mcpgym._environment import Environment
+from mcpgym._episode.environment import Environment
 
 
 def get_json_schema(method: Callable[..., Any]) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from mcpgym._client_api import AsyncEnv
-from mcpgym._connect import connect
-from mcpgym._environment import Environment
+from mcpgym._client.api import AsyncEnv
+from mcpgym._episode.environment import Environment
+from mcpgym._targets.connect import connect
 from mcpgym.testing._doors import DOORS, Door, door
 
 

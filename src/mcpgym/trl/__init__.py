@@ -5,7 +5,7 @@ from trl import GRPOConfig, GRPOTrainer
 import mcpgym.trl
 from mcpgym.servers.echo import Echo
 
-Env = mcpgym.trl.environment_class(Echo)         # or "python -m servers.echo", "http://host:port/mcp"
+Env = mcpgym.trl.environment_class(Echo)         # or "python -m mcpgym.servers.echo", "http://host:port/mcp"
 trainer = GRPOTrainer(
     model=model, processing_class=tokenizer,
     environment_factory=Env,                      # one instance per rollout, one episode per reset

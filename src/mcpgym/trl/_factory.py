@@ -10,9 +10,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mcpgym._catalog import Task
-from mcpgym._connect import Target
-from mcpgym._task_list import list_tasks
+from mcpgym._episode.catalog import Task
+from mcpgym._targets.connect import Target
+from mcpgym._targets.task_list import list_tasks
 from mcpgym.trl._runtime import runtime
 from mcpgym.trl._tool_class import MCPEnvironment, environment_class
 

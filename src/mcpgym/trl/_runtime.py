@@ -28,9 +28,9 @@ from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from mcpgym._client_api import AsyncEnv
-from mcpgym._connect import Target, connect
-from mcpgym._shared import SharedClient
+from mcpgym._client.api import AsyncEnv
+from mcpgym._client.shared import SharedClient
+from mcpgym._targets.connect import Target, connect
 
 log = logging.getLogger("mcpgym.trl")
 

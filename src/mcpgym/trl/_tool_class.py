@@ -56,16 +56,16 @@ from typing import Any, ClassVar
 import mcp_types as types
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
-from mcpgym._connect import Target, connect
-from mcpgym._content import decoded, images, result_text
-from mcpgym._environment import Environment
-from mcpgym._errors import MCPError
-from mcpgym._mcp_door import MCPEnv
-from mcpgym._protocol import RUBRIC_KEY
-from mcpgym._shared import SharedClient
-from mcpgym._spec import connect_options as connect_options_of
-from mcpgym._spec import is_spec, load_spec, spec_target
-from mcpgym._target import parse
+from mcpgym._client.mcp_door import MCPEnv
+from mcpgym._client.shared import SharedClient
+from mcpgym._core.content import decoded, images, result_text
+from mcpgym._core.errors import MCPError
+from mcpgym._core.protocol import RUBRIC_KEY
+from mcpgym._episode.environment import Environment
+from mcpgym._targets.connect import Target, connect
+from mcpgym._targets.spec import connect_options as connect_options_of
+from mcpgym._targets.spec import is_spec, load_spec, spec_target
+from mcpgym._targets.target import parse
 from mcpgym.trl._runtime import Session, runtime
 from mcpgym.trl._schema import ToolShape, python_name, tool_shape, unique
 

@@ -1,6 +1,6 @@
 """`/web`: play an environment in the browser, through the server's own episode core.
 
-Layer: a door on the HTTP app (imported by `mcpgym._http` only when `--web` is given). Each
+Layer: a door on the HTTP app (imported by `mcpgym._server.http` only when `--web` is given). Each
 page episode is an explicit episode in the server's `EpisodeRegistry`, minted by the page as
 an RL client mints its ids and owned by `WEB_OWNER`, so no MCP session can drive it and the
 page cannot drive theirs. A reset or step is an ordinary POST that runs `registry.reset` /
@@ -19,14 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mcpgym._episode import Episode, unknown_episode
-from mcpgym._errors import MCPError
-from mcpgym._protocol import is_valid_episode_id
+from mcpgym._core.errors import MCPError
+from mcpgym._core.protocol import is_valid_episode_id
+from mcpgym._episode.episode import Episode, unknown_episode
 from mcpgym.web._guard import BadRequest, Guard, static_asset, static_file
 from mcpgym.web._live import Hub
 
 if TYPE_CHECKING:
-    from mcpgym._server import GymServer
+    from mcpgym._server.gym_server import GymServer
 
 WEB_PATH = "/web"
 WEB_OWNER = "mcpgym-web"

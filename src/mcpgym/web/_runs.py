@@ -4,7 +4,7 @@ Layer: reads files only (no server, no episode core). Two formats are recognised
 first line, wherever they are found (files named on the command line, or `*.jsonl` under a
 directory, recursively):
 
-- a `--record` episode file (`{"event": "reset", ...}` first; `mcpgym._recording`): one episode
+- a `--record` episode file (`{"event": "reset", ...}` first; `mcpgym._recording.recording`): one episode
   per file. Its summary comes from the first line and the closing record at the end of the
   file, read from the tail, so indexing does not read the steps; an episode that never closed
   (running, or its server was killed) is read whole.

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from mcpgym._http import DEFAULT_MAX_BODY_BYTES, BearerAuth, security_settings
+from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, BearerAuth, security_settings
 from mcpgym.web._guard import BadRequest, Guard, static_asset, static_file
 from mcpgym.web._runs import RunIndex
 

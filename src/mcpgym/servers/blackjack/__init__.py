@@ -1,6 +1,6 @@
 """Blackjack against a dealer: the game of OpenEnv's GRPO example, as an mcpgym environment.
 
-Rules: `servers.blackjack._game` (OpenSpiel's). Every observation shows the whole visible
+Rules: `mcpgym.servers.blackjack._game` (OpenSpiel's). Every observation shows the whole visible
 table: the player's cards and total, the dealer's face-up card (all of the dealer's cards once
 the game is over) and, at the end, the outcome. Reward +1 / 0 / -1 arrives with the last step.
 The deck is shuffled from the episode's seed, so a seed deals the same game on every door.

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import mcpgym
-from mcpgym.servers.coding._capacity import machine_capacity
 from mcpgym.servers.coding._environment import Coding
-from mcpgym.servers.coding._sandbox import ISOLATIONS, Limits, Sandbox
+from mcpgym.servers.coding._host.capacity import machine_capacity
+from mcpgym.servers.coding._host.sandbox import ISOLATIONS, Limits, Sandbox
 from mcpgym.servers.coding._tasks import TaskFileError, humaneval_path, load_tasks
 
 _DEFAULTS = Limits()
@@ -87,7 +87,7 @@ def configure(args: argparse.Namespace) -> functools.partial[Coding]:
         source = args.tasks or humaneval_path()
         tasks = load_tasks(source)
     except TaskFileError as exc:
-        raise SystemExit(f"servers.coding: {exc}") from None
+        raise SystemExit(f"mcpgym.servers.coding: {exc}") from None
     sandbox = Sandbox(limits, args.isolation, hidden_paths=(Path(source),))
     report(sandbox, len(tasks))
     return functools.partial(Coding, tasks=tasks, sandbox=sandbox, partial_credit=args.partial_credit)
@@ -97,16 +97,16 @@ def report(sandbox: Sandbox, n_tasks: int) -> None:
     """Say plainly, on stderr (stdout is the MCP channel), what the sandbox enforces."""
     info = sandbox.protections.describe()
     print(
-        f"servers.coding: {n_tasks} tasks; sandbox isolation={info['isolation']} "
+        f"mcpgym.servers.coding: {n_tasks} tasks; sandbox isolation={info['isolation']} "
         f"namespaces={','.join(info['namespaces']) or 'none'} network={info['network']} "
         f"server_process={info['server_process']} own_uid={info['own_uid']}",
         file=sys.stderr,
     )
-    print(f"servers.coding: filesystem: {info['filesystem']}", file=sys.stderr)
+    print(f"mcpgym.servers.coding: filesystem: {info['filesystem']}", file=sys.stderr)
     for key in ("memory", "background_processes", "user_namespaces", "grading"):
-        print(f"servers.coding: {key.replace('_', ' ')}: {info[key]}", file=sys.stderr)
+        print(f"mcpgym.servers.coding: {key.replace('_', ' ')}: {info[key]}", file=sys.stderr)
     for warning in info["warnings"]:
-        print(f"servers.coding: WARNING: {warning}", file=sys.stderr)
+        print(f"mcpgym.servers.coding: WARNING: {warning}", file=sys.stderr)
 
 
 def main() -> None:

@@ -16,13 +16,13 @@ from pydantic import Field
 
 import mcpgym
 import mcpgym.rubrics
-from mcpgym.servers.coding import _cradle
-from mcpgym.servers.coding import _scratch as scratch
-from mcpgym.servers.coding._interpreter import Interpreter, grade
+from mcpgym.servers.coding._host import cradle as _cradle
+from mcpgym.servers.coding._host import scratch as scratch
+from mcpgym.servers.coding._host.interpreter import Interpreter, grade
+from mcpgym.servers.coding._host.sandbox import Sandbox
+from mcpgym.servers.coding._host.workspace import Workspace, WorkspaceError
 from mcpgym.servers.coding._rubrics import CORRECT_AND_CONCISE
-from mcpgym.servers.coding._sandbox import Sandbox
 from mcpgym.servers.coding._tasks import Task, humaneval_path, load_tasks
-from mcpgym.servers.coding._workspace import Workspace, WorkspaceError
 
 _READ_LIMIT = 256 << 10
 
@@ -221,8 +221,8 @@ class Coding(mcpgym.Environment):
 
 class GradedCoding(Coding):
     """`Coding` scored by a rubric: the fraction of hidden asserts passed, minus a penalty for
-    code far over 600 characters, gated on no reward-hacking check firing (servers.coding's
-    CORRECT_AND_CONCISE). Serve with `mcpgym serve servers.coding:GradedCoding`."""
+    code far over 600 characters, gated on no reward-hacking check firing (mcpgym.servers.coding's
+    CORRECT_AND_CONCISE). Serve with `mcpgym serve mcpgym.servers.coding:GradedCoding`."""
 
     rubric = CORRECT_AND_CONCISE
 

@@ -20,7 +20,7 @@ def parser() -> argparse.ArgumentParser:
 
 def configure(args: argparse.Namespace) -> functools.partial[Maze]:
     if not 2 <= args.size <= 12:
-        raise SystemExit("servers.maze: --size must be 2-12")
+        raise SystemExit("mcpgym.servers.maze: --size must be 2-12")
     return functools.partial(Maze, size=args.size, show_text=args.text)
 
 

@@ -36,9 +36,9 @@ def configure(args: argparse.Namespace) -> functools.partial[Reasoning]:
     try:
         mix = Mix.parse(args.dataset, args.size, args.seed)
     except (ValueError, ImportError) as exc:
-        raise SystemExit(f"servers.reasoning: {exc}") from None
+        raise SystemExit(f"mcpgym.servers.reasoning: {exc}") from None
     names = ", ".join(f"{name} (weight {weight:g})" for name, weight in mix.weights)
-    print(f"servers.reasoning: {names}; {mix.size} entries each, seed {mix.seed}", file=sys.stderr)
+    print(f"mcpgym.servers.reasoning: {names}; {mix.size} entries each, seed {mix.seed}", file=sys.stderr)
     return functools.partial(Reasoning, mix=mix, partial_credit=args.partial_credit, catalog_size=args.catalog_size)
 
 

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-INSTALL = "servers.reasoning needs reasoning-gym: pip install 'mcpgym[reasoning]'"
+INSTALL = "mcpgym.servers.reasoning needs reasoning-gym: pip install 'mcpgym[reasoning]'"
 
 
 class TaskIdError(ValueError):

@@ -1,0 +1,446 @@
+"""The episode core: one environment instance, its step accounting, and every tool call.
+
+Layer: the one place that owns an episode. Protocol-free (it speaks in MCP *types*, never
+in transports): the MCP server handlers and the in-process client both drive exactly this
+code, which is why their results are identical. Imports `_environment`, `_tools`, `_protocol`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pydantic_core
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from mcpgym._core.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
+from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
+from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
+from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
+from mcpgym._episode.host import Host
+from mcpgym._episode.scoring import EpisodeScore
+from mcpgym._episode.tools import BoundTool
+from mcpgym._recording.recording import EpisodeLog, Recorder
+from mcpgym.rubrics._core import Rubric
+
+logger = logging.getLogger("mcpgym")
+
+
+class Turns:
+    """Steps of one episode take turns: one at a time, in the order they arrive.
+
+    Agents may send parallel calls to one episode. A free turn is taken with one flag test (a
+    trainer awaiting one step at a time never waits, and `anyio.Lock`'s task bookkeeping costs
+    more than the rest of such a step's accounting); a caller that finds the episode busy
+    queues on an event and is handed the turn by the step before it.
+    """
+
+    __slots__ = ("_waiting", "busy")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self._waiting: deque[anyio.Event] = deque()
+
+    def take_nowait(self) -> bool:
+        """Take the turn if it is free; False if the caller must `wait()` for it."""
+        if self.busy:
+            return False
+        self.busy = True
+        return True
+
+    async def wait(self) -> None:
+        """Wait in line; returns holding the turn."""
+        handed = anyio.Event()
+        self._waiting.append(handed)
+        try:
+            await handed.wait()
+        except BaseException:  # cancelled in line: leave it, or pass on a turn handed to us
+            if handed.is_set():
+                self.release()
+            else:
+                self._waiting.remove(handed)
+            raise
+
+    def release(self) -> None:
+        """End this turn: hand it to the next caller in line (still busy), or free it."""
+        if self._waiting:
+            self._waiting.popleft().set()
+        else:
+            self.busy = False
+
+
+class Episode:
+    """One episode: created by `start()`, driven by `call()`, ended by `close()` (exactly once)."""
+
+    def __init__(
+        self,
+        env: Environment,
+        episode_id: str,
+        *,
+        owns_env: bool = True,
+        recorder: Recorder | None = None,
+        implicit: bool = False,
+        call_timeout: float | None = None,
+        host: Host | None = None,
+    ) -> None:
+        self.env = env
+        if host is not None:
+            env.host = host
+        self.id = episode_id
+        self.owns_env = owns_env
+        self.recorder = recorder
+        self.implicit = implicit
+        self.owner: str | None = None
+        self.call_timeout = env.call_timeout if env.call_timeout is not None else call_timeout
+        self._log: EpisodeLog | None = None
+        self.tools: dict[str, BoundTool] = type(env).__mcpgym_tools__
+        self.step_count = 0
+        self.total_reward = 0.0
+        self.done = False
+        self.truncated = False
+        self.seed: int | None = None
+        self.last_active = time.monotonic()
+        self.closed = False
+        self.score: EpisodeScore | None = None
+        """The rubric's state when the environment has one (set by `start`)."""
+        self.final: EpisodeState | None = None
+        """The state as the episode closed (its return includes a trajectory score made then)."""
+        self._turns = Turns()
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
+        self.seed = seed
+        self.env.rng = random.Random(seed)
+        try:
+            returned = await _run_user(self.env.reset, seed=seed, options=options)
+            observation, info = (returned.observation, returned.info) if isinstance(returned, Reset) else (returned, {})
+            if not isinstance(info, dict):
+                raise TypeError(f"Reset.info must be a dict, not {type(info).__name__}")
+            jsonable = pydantic_core.to_jsonable_python(observation)  # raises on what JSON cannot carry
+            info = dict(pydantic_core.to_jsonable_python(info))
+        except Exception as exc:
+            logger.exception("%s.reset failed", type(self.env).__name__)
+            raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
+        if (rubric := self.env.rubric) is not None:
+            if not isinstance(rubric, Rubric):  # set by a constructor (a class attribute is checked at definition)
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.rubric is not an mcpgym.rubrics.Rubric")
+            self.score = EpisodeScore(rubric, jsonable)
+            trajectory = [name for name, _, _ in rubric.trajectory_parts]
+            info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
+        if self.recorder is not None:
+            self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
+            await self._log.reset(jsonable)
+        return ResetResult(observation=jsonable, info=info)
+
+    @property
+    def busy(self) -> bool:
+        """A tool call is running (idle expiry leaves such an episode alone)."""
+        return self._turns.busy
+
+    def state(self) -> EpisodeState:
+        try:
+            info = pydantic_core.to_jsonable_python(self.env.state_info())
+        except Exception as exc:
+            raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.state_info raised {_describe(exc)}") from exc
+        return EpisodeState(
+            episode_id=self.id,
+            environment=type(self.env).__name__,
+            step_count=self.step_count,
+            total_reward=self.total_reward if self.score is None else self.score.total,
+            done=self.done,
+            truncated=self.truncated,
+            seed=self.seed,
+            info=info,
+            terminated=self.done and not self.truncated,
+            components={} if self.score is None else dict(self.score.components),
+        )
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """One step, as the MCP server answers it: the result with its step stamp in `_meta`.
+
+        An unknown tool is a protocol error on the wire, as the MCP spec has it; the step it
+        counted rides in the error's `data`, from which mcpgym's client rebuilds the same
+        `is_error` step the in-process door returns."""
+        step = await self.step(name, arguments)
+        result = step.observation  # always this step's own object (see _convert), so stamp it in place
+        stamp = {
+            "v": STEP_VERSION,
+            "reward": step.reward,
+            "done": step.done,
+            "terminated": step.terminated,
+            "truncated": step.truncated,
+            "step": step.info["step"],
+        }
+        if step.components:
+            stamp["components"] = step.components
+        if stamp["reward"] != stamp["reward"]:  # NaN: unscored. JSON has no NaN: null says it.
+            stamp["reward"] = None
+        if UNKNOWN_TOOL_INFO in step.info:  # on the wire a protocol error, its step in the data
+            raise MCPError(INVALID_PARAMS, step.text, {STEP_KEY: stamp})
+        result.meta = {**(result.meta or {}), STEP_KEY: stamp}
+        return result
+
+    async def step(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
+        """Run one tool call as one step, with its reward and done attached (what the in-process
+        door returns as it stands). Every call is a result; an unknown tool's is an `is_error`
+        step marked `info[UNKNOWN_TOOL_INFO]` (rfcs/0001: what an RL loop sees), counted like
+        any other call so `max_steps` still ends a policy that only invents names."""
+        spec = self.tools.get(name)
+        if spec is None:
+            return await self._unknown(name, arguments)
+        if not self._turns.take_nowait():
+            await self._turns.wait()
+        try:
+            if self.closed:  # closed while this call waited its turn
+                raise unknown_episode()
+            arguments = arguments or {}
+            started = time.time() if self._log is not None else 0.0  # wall time only for the record
+            ledger = _OVER
+            if self.done:
+                over = _error("The episode is over; start a new one with reset().")
+                outcome = tool_step(over, 0.0, True, self.truncated, self.step_count)
+            else:
+                # Validate, call, convert: every failure becomes an `isError` result, never a
+                # raise. Written out here rather than in a helper coroutine: one frame less per step.
+                ledger = StepLedger()
+                token = LEDGER.set(ledger)
+                kwargs: dict[str, Any] | None = None
+                try:
+                    kwargs = spec.validate(arguments)
+                    method = getattr(self.env, spec.method_name)
+                    if spec.is_async and self.call_timeout is None:
+                        value = await method(**kwargs)  # the common case, awaited here: no helper frame
+                    else:
+                        value = await self._call_guarded(spec, method, kwargs)
+                except MCPError:
+                    raise
+                except Exception as exc:
+                    if kwargs is not None:
+                        result = _tool_failure(spec.name, exc)
+                    elif isinstance(exc, ValidationError):
+                        result = _error(f"Invalid arguments for tool {spec.name!r}: {_summarise(exc)}")
+                    else:  # not a tool call MCP could carry (say, arguments that are not an object)
+                        malformed = f"Malformed call of tool {spec.name!r}: {_describe(exc)}"
+                        raise MCPError(INVALID_PARAMS, malformed) from exc
+                else:
+                    result = _convert(spec, value)
+                finally:
+                    LEDGER.reset(token)
+                    self.last_active = time.monotonic()
+                outcome = self._account(result, ledger, name, arguments)
+            if self.score is not None and self.done and not self.score.finished:
+                outcome = await self._finish_scoring(outcome)
+            if self._log is not None:
+                own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+            return outcome
+        finally:
+            self._turns.release()
+
+    async def _unknown(self, name: str, arguments: dict[str, Any] | None) -> ToolStep:
+        """An unknown tool's step: counted (reward 0) unless the episode is already over."""
+        if not self._turns.take_nowait():
+            await self._turns.wait()
+        try:
+            if self.closed:
+                raise unknown_episode()
+            message = unknown_tool(name, self.tools).message
+            if self.done:
+                return unknown_tool_step(message, True, self.truncated, self.step_count)  # counts nothing
+            arguments = arguments or {}
+            started = time.time()
+            ledger = StepLedger()
+            outcome = self._account(_error(message), ledger, name, arguments)
+            if self.score is not None and self.done and not self.score.finished:
+                outcome = await self._finish_scoring(outcome)
+            outcome.info[UNKNOWN_TOOL_INFO] = True  # this step's own dict (tool_step builds one per step)
+            if self._log is not None:
+                own = None if self.score is None else ledger.reward
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+            return outcome
+        finally:
+            self._turns.release()
+
+    async def _call_guarded(self, spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """A sync tool (in a worker thread unless inline), or any tool under the call timeout."""
+        if self.call_timeout is None:
+            return await _call_tool(spec, method, kwargs)
+        with anyio.move_on_after(self.call_timeout):
+            return await _call_tool(spec, method, kwargs)
+        # Only a timeout gets here. A ToolError's message is the whole result text (_tool_failure).
+        if spec.is_async or spec.inline:
+            raise ToolError(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
+        # A worker thread cannot be stopped: it still runs. Ending the episode is the only way to
+        # keep it from overlapping the next step on the same environment.
+        ledger = LEDGER.get()
+        assert ledger is not None
+        ledger.stranded = True
+        raise ToolError(
+            f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; its worker thread cannot be stopped, "
+            "so the episode ends"
+        )
+
+    def _account(
+        self, result: types.CallToolResult, ledger: StepLedger, name: str, arguments: dict[str, Any]
+    ) -> ToolStep:
+        self.step_count += 1
+        if ledger.stranded:
+            self.done = self.truncated = True
+        elif ledger.finished:
+            self.done = True
+        elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
+            self.done = self.truncated = True
+        if self.score is None:
+            self.total_reward += ledger.reward
+            return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+        # With a rubric, the environment's own reward is one of the rubric's inputs.
+        terminated = self.done and not self.truncated
+        reward, components = self.score.step(
+            name, arguments, result, ledger.reward, ledger.signals, self.step_count, terminated, self.truncated
+        )
+        self.total_reward = self.score.total
+        return tool_step(result, reward, self.done, self.truncated, self.step_count, components)
+
+    async def _finish_scoring(self, last: ToolStep) -> ToolStep:
+        """The last step also carries the trajectory components (awaited here: the final
+        result waits for a judge)."""
+        assert self.score is not None
+        added, final = await self.score.finish(type(self.env).__name__, self.seed, last.terminated, last.truncated)
+        self.total_reward = self.score.total
+        components = {**last.components, **final}
+        return tool_step(last.observation, last.reward + added, last.done, last.truncated, self.step_count, components)
+
+    def _final_state(self) -> EpisodeState | None:
+        try:
+            return self.state()
+        except MCPError:
+            return None  # state_info raised: the close goes on without a final state
+
+    async def close(self) -> None:
+        """Release the environment: idempotent; `env.close()` runs once, after a running step
+        ends (waiting at most the call timeout), and even under cancellation. Steps still
+        queued get the unknown-episode error."""
+        if self.closed:
+            return
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            waited = False
+            with anyio.move_on_after(self.call_timeout or _CLOSE_WAIT):
+                if not self._turns.take_nowait():
+                    await self._turns.wait()
+                waited = True
+            try:
+                if self.score is not None and not self.score.finished:
+                    await self.score.finish_on_close(type(self.env).__name__, self.seed, self.truncated)
+                    self.total_reward = self.score.total
+                self.final = self._final_state()
+                if self._log is not None:
+                    components = None if self.score is None else self.score.components
+                    await self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
+                if self.owns_env:
+                    with anyio.move_on_after(_CLOSE_WAIT):
+                        await _run_user(self.env.close)
+            except Exception:
+                logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
+            finally:
+                # Whatever close() did, and for a shared instance too: held for this episode only.
+                await _release_held(self.env)
+                if waited:
+                    self._turns.release()
+
+
+_OVER = StepLedger()
+"""The (empty) ledger of a call made after the episode ended: no tool ran."""
+
+_CLOSE_WAIT = 30.0
+"""Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""
+
+
+async def _release_held(env: Environment) -> None:
+    """Start exiting what the episode held with `hold()`, last first (after `close()`, which may
+    still use it)."""
+    held, env.__mcpgym_held__ = env.__mcpgym_held__, None
+    for release in reversed(held or ()):
+        await release()
+
+
+def build(factory: Callable[[], Environment]) -> Environment:
+    """A new instance for an episode; a constructor that fails is an internal error, said plainly."""
+    try:
+        return factory()
+    except Exception as exc:
+        raise MCPError(INTERNAL_ERROR, f"Building the environment failed: {_describe(exc)}") from exc
+
+
+def unknown_tool(name: str, tools: dict[str, BoundTool]) -> MCPError:
+    """A protocol error, as the spec lists unknown tools (rfcs/0001)."""
+    return MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(tools)}")
+
+
+def unknown_episode() -> MCPError:
+    """The one error for an episode id this caller cannot use (closed, expired, another
+    session's, never reset): the same words whatever the reason, so a guess learns nothing."""
+    return MCPError(
+        INVALID_PARAMS,
+        "Unknown episode: it was closed, expired after the idle timeout, or never reset on this "
+        "server. Call reset() to start a new episode.",
+    )
+
+
+def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
+    if isinstance(value, types.CallToolResult):
+        value = value.model_copy()  # the tool may hand back an object it keeps; we stamp ours
+    try:
+        return spec.convert(value)
+    except ValidationError as exc:
+        return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+    except Exception as exc:
+        return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
+
+
+async def _call_tool(spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    if spec.is_async:
+        return await method(**kwargs)
+    if spec.inline:
+        return method(**kwargs)
+    # A timed-out sync tool cannot be interrupted: its thread is abandoned and its result ignored.
+    return await anyio.to_thread.run_sync(functools.partial(method, **kwargs), abandon_on_cancel=True)
+
+
+async def _run_user(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run `reset`/`close`, which authors may write sync (then: a worker thread) or async."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(**kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _tool_failure(name: str, exc: Exception) -> types.CallToolResult:
+    if isinstance(exc, ToolError):
+        return _error(str(exc))
+    logger.warning("tool %r raised", name, exc_info=exc)
+    return _error(f"Tool {name!r} raised {_describe(exc)}")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

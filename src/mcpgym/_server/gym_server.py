@@ -1,0 +1,300 @@
+"""Serve an Environment as an MCP server (stdio or streamable HTTP) on the official SDK.
+
+Layer: transport. Builds one low-level `mcp.server.Server` whose `tools/list` and
+`tools/call` handlers, and whose Gym control plane (an SDK `Extension` contributing the
+`mcpgym/*` request methods), only look up an episode in the registry and drive the episode
+core. See rfcs/0001-protocol-mapping.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp
+
+from mcpgym._core.errors import INVALID_PARAMS, MCPError
+from mcpgym._core.protocol import (
+    CLOSE_METHOD,
+    EPISODE_HEADER,
+    EPISODE_KEY,
+    EXTENSION_ID,
+    RESET_METHOD,
+    STATE_METHOD,
+    CloseResult,
+    EpisodeParams,
+    ResetParams,
+    ResetResult,
+    StateResult,
+    is_valid_episode_id,
+)
+from mcpgym._episode.catalog import Task
+from mcpgym._episode.environment import Environment, resolve_factory
+from mcpgym._episode.episode import Episode, unknown_tool
+from mcpgym._episode.host import Host
+from mcpgym._recording.recording import Recorder
+from mcpgym._server.catalog import CatalogHandlers
+from mcpgym._server.http import http_app, serve_http
+from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
+from mcpgym._server.registry import EpisodeRegistry
+
+Ctx = ServerRequestContext[Any, Any]
+
+_HOST = "mcpgym.host"
+"""The lifespan state key of the `Host` that serves a connection's episodes."""
+
+
+def _host_of(ctx: Ctx) -> Host | None:
+    """The host of the lifespan serving this request (each in-memory client runs its own, and
+    its episodes must not be hosted by another client's, which may end first)."""
+    state = getattr(ctx, "lifespan_context", None)
+    host = state.get(_HOST) if isinstance(state, dict) else None
+    return host if isinstance(host, Host) else None
+
+
+_IMPLICIT = "mcpgym.implicit-episode"
+_OWNED = "mcpgym.closes-owned-episodes"
+
+
+class GymExtension(Extension):
+    """The Gym control plane as an SDK extension: request methods, never tools."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, registry: EpisodeRegistry) -> None:
+        self.registry = registry
+
+    def settings(self) -> dict[str, Any]:
+        return {"methods": [RESET_METHOD, STATE_METHOD, CLOSE_METHOD], "episodeMetaKey": EPISODE_KEY}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding(RESET_METHOD, ResetParams, self._reset),
+            MethodBinding(STATE_METHOD, EpisodeParams, self._state),
+            MethodBinding(CLOSE_METHOD, EpisodeParams, self._close),
+        )
+
+    async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
+        episode_id, owner = require_episode_id(ctx), session_of(ctx)
+        result = await self.registry.reset(
+            episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
+        )
+        if owner is not None:
+            # Bound to an HTTP session that nobody else may use: it ends with that session. One
+            # callback per connection (not per reset) closes whatever the session still holds.
+            connection = connection_of(ctx)
+            if not connection.state.get(_OWNED):
+                connection.state[_OWNED] = True
+                connection.exit_stack.push_async_callback(self.registry.close_owned, owner)
+        return result
+
+    async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
+        return StateResult(state=self.registry.get(require_episode_id(ctx), session_of(ctx)).state())
+
+    async def _close(self, ctx: Ctx, params: EpisodeParams) -> CloseResult:
+        return CloseResult(state=await self.registry.close(require_episode_id(ctx), session_of(ctx)))
+
+
+class GymServer:
+    """An environment class served over MCP: `run_stdio()`, `http_app()` or `serve_http()`."""
+
+    def __init__(
+        self,
+        env: type[Environment] | functools.partial[Any],
+        *,
+        name: str | None = None,
+        max_episodes: int | None = 10_000,
+        idle_timeout: float | None = 900.0,
+        record: str | Path | None = None,
+        call_timeout: float | None = 300.0,
+        reveal_rewards: bool = True,
+    ) -> None:
+        """Serve `env` (a class, or `functools.partial(Class, ...)`), one instance per episode.
+
+        `max_episodes` bounds live episodes (past it reset is refused); `idle_timeout` closes
+        episodes untouched for that long; `record` writes every episode under that directory;
+        `call_timeout` fails a tool call that runs longer (unless the class sets its own);
+        `reveal_rewards=False` keeps the reward stamp out of results sent to plain agents
+        (implicit episodes: still recorded), for harnesses that must not show the model rewards.
+        """
+        env_cls, factory = resolve_factory(env)
+        self.env_cls = env_cls
+        recorder = Recorder(record) if record is not None else None
+        self.registry = EpisodeRegistry(
+            factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder, call_timeout=call_timeout
+        )
+        self.reveal_rewards = reveal_rewards
+        self._stdio_state: dict[str, Any] | None = None
+        self._lifespans = 0
+        self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
+        self.catalog = CatalogHandlers(factory, self._start_task)
+        self.mcp: Server[Any] = Server(
+            name or env_cls.__name__,
+            version=_version(),
+            instructions=env_cls.instructions or inspect.getdoc(env_cls),
+            lifespan=self._lifespan,
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            **self.catalog.handlers(),
+        )
+        self.extension = GymExtension(self.registry)
+        for binding in self.extension.methods():
+            self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
+        self.mcp.extensions[self.extension.identifier] = self.extension.settings()
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # The SDK enters a server's lifespan once per in-memory client (and once per stdio run or
+        # HTTP app), so entries overlap: each runs an expiry loop (idempotent), and only the last
+        # one out closes the episodes that are left.
+        # Each entry is also a `Host` (what episodes hold across requests runs in its task group);
+        # the last one out closes the episodes before its host goes.
+        async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
+            tg.start_soon(self.registry.run_expiry)
+            host = Host(held)
+            self.registry.hosts.append(host)
+            self._lifespans += 1
+            try:
+                yield {_HOST: host}  # requests of this lifespan's connection find their host here
+            finally:
+                self._lifespans -= 1
+                if not self._lifespans:
+                    with anyio.CancelScope(shield=True):
+                        await self.registry.close_all()
+                self.registry.hosts.remove(host)
+                await host.aclose()
+                tg.cancel_scope.cancel()
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = self.env_cls.__mcpgym_tools__.get(name)
+        return None if spec is None else spec.definition.input_schema
+
+    async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return self._tools
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        episode_id = episode_id_of(ctx)
+        if episode_id is not None:
+            return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
+        if params.name not in self.env_cls.__mcpgym_tools__:
+            raise unknown_tool(params.name, self.env_cls.__mcpgym_tools__)  # before opening an episode for it
+        episode = await self._implicit(ctx)
+        if self.reveal_rewards:
+            return await episode.call(params.name, params.arguments)
+        return (await episode.step(params.name, params.arguments)).observation
+
+    async def _start_task(self, ctx: Ctx, task: Task) -> None:
+        """A client that picked a task's prompt and never resets (Claude Desktop's prompt menu)
+        plays that task: its own episode restarts on it. Trainers, who name episodes, are left alone."""
+        if episode_id_of(ctx) is None:
+            await self._implicit(ctx, task)
+
+    async def _implicit(self, ctx: Ctx, task: Task | None = None) -> Episode:
+        """The caller's own episode, for agents that never reset.
+
+        A stdio server serves one client for its whole life, so there the process is the
+        episode, whichever protocol revision the client speaks. Otherwise it is the connection
+        (a session-based HTTP session; closed with it); on a 2026-07-28 stateless HTTP exchange
+        the connection is the single request, so such a call runs in a one-call episode.
+        """
+        if self._stdio_state is not None:
+            state, cleanup = self._stdio_state, None
+        else:
+            connection = connection_of(ctx)
+            state, cleanup = connection.state, connection.exit_stack
+        lock: anyio.Lock = state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
+        async with lock:
+            episode: Episode | None = state.get(_IMPLICIT)
+            if episode is None and cleanup is not None:  # once per connection: it closes the current one
+                cleanup.push_async_callback(self._close_implicit, state)
+            if task is not None and episode is not None:
+                await self.registry.close(episode.id)
+            if task is not None or episode is None or episode.closed:
+                seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
+                episode = await self.registry.open_implicit(seed, options, _host_of(ctx))
+                state[_IMPLICIT] = episode
+            return episode
+
+    async def _close_implicit(self, state: dict[str, Any]) -> None:
+        episode: Episode | None = state.get(_IMPLICIT)
+        if episode is not None:
+            await self.registry.close(episode.id)
+
+    async def run_stdio(self) -> None:
+        """Serve one client over this process's stdin/stdout (the lifespan closes its episodes)."""
+        self._stdio_state = {}
+        async with stdio_server() as (read, write):
+            await self.mcp.run(read, write, self.mcp.create_initialization_options())
+
+    def http_app(self, **options: Any) -> ASGIApp:
+        """The streamable-HTTP ASGI app (options: see `mcpgym._server.http.http_app`)."""
+        return http_app(self, **options)
+
+    async def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        on_ready: Callable[[str], None] | None = None,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int | None = None,
+        **app_options: Any,
+    ) -> int | None:
+        """Serve streamable HTTP at http://HOST:PORT/mcp until cancelled or signalled (returns the
+        signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
+        must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
+        app = self.http_app(host=host, **app_options)
+        return await serve_http(
+            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+        )
+
+
+def _version() -> str:
+    from mcpgym import __version__
+
+    return f"mcpgym {__version__}"
+
+
+def connection_of(ctx: Ctx) -> Connection:
+    """The SDK `Connection` a request arrived on (per client on stdio and session HTTP; per
+    request on the 2026-07-28 stateless wire)."""
+    return ctx.session._connection
+
+
+def session_of(ctx: Ctx) -> str | None:
+    """The transport session id (session-based streamable HTTP), to bind episodes to their caller."""
+    return connection_of(ctx).session_id
+
+
+def episode_id_of(ctx: Ctx) -> str | None:
+    """The episode a request names: `_meta[EPISODE_KEY]`, else the HTTP `Mcpgym-Episode` header."""
+    value: object = ctx.meta.get(EPISODE_KEY) if ctx.meta else None
+    if value is None and ctx.request is not None:
+        value = getattr(ctx.request, "headers", {}).get(EPISODE_HEADER)
+    if value is None:
+        return None
+    if not is_valid_episode_id(value):
+        raise MCPError(
+            INVALID_PARAMS, f"Malformed episode id in _meta[{EPISODE_KEY!r}]: expected 22-128 URL-safe characters"
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def require_episode_id(ctx: Ctx) -> str:
+    episode_id = episode_id_of(ctx)
+    if episode_id is None:
+        raise MCPError(INVALID_PARAMS, f"mcpgym control requests name their episode in _meta[{EPISODE_KEY!r}]")
+    return episode_id
