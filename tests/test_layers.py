@@ -185,3 +185,19 @@ def test_the_editable_install_puts_only_src_on_the_path() -> None:
     code = "import importlib.util as u; print(u.find_spec('tests'), u.find_spec('benchmarks'))"
     done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "None None"
+
+
+def test_import_mcpgym_loads_only_the_authors_side() -> None:
+    """`import mcpgym` is what every environment module does: it must not pay for the client's
+    HTTP stack, run specs, the CLI, the wrap proxy or the judge until one of their names is used."""
+    code = (
+        "import sys, mcpgym\n"
+        "heavy = ('aiohttp', 'yaml', 'mcpgym._client', 'mcpgym._cli', 'mcpgym._wrap', 'mcpgym._server',"
+        " 'mcpgym._targets', 'mcpgym.rubrics._judge', 'mcpgym.web')\n"
+        "print(sorted(n for n in sys.modules if n.startswith(heavy)))\n"
+        "mcpgym.connect, mcpgym.SharedClient  # the lazy names resolve, and then are bound\n"
+        "assert 'connect' in vars(mcpgym) and 'mcpgym._client.shared' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -11,27 +11,60 @@ import, with a `DeprecationWarning`, until 0.2.
 
 import typing as _typing
 
-from mcpgym._cli.process import ServerProcess
-from mcpgym._cli.serve import run
-from mcpgym._client.api import AsyncEnv
-from mcpgym._client.shared import SharedClient
-from mcpgym._client.sync import SyncEnv, connect_sync
-from mcpgym._client.vector import AsyncVectorEnv, VectorStep, connect_vector
-from mcpgym._client.vector_sync import SyncVectorEnv, connect_vector_sync
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym._core.errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
 from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
 from mcpgym._episode.catalog import Task
-from mcpgym._episode.check import check_environment
 from mcpgym._episode.environment import Environment, Reset
 from mcpgym._episode.tools import tool
-from mcpgym._recording.recording import Recording, StepRecord, read_recordings
-from mcpgym._server.gym_server import GymServer
-from mcpgym._targets.connect import Target, TargetError, connect, load_environment
-from mcpgym._targets.spec import RunSpec, SpecError, load_spec
-from mcpgym._targets.task_list import list_tasks
-from mcpgym._wrap._proxy import wrap
+
+if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from mcpgym._cli.process import ServerProcess
+    from mcpgym._cli.serve import run
+    from mcpgym._client.api import AsyncEnv
+    from mcpgym._client.shared import SharedClient
+    from mcpgym._client.sync import SyncEnv, connect_sync
+    from mcpgym._client.vector import AsyncVectorEnv, VectorStep, connect_vector
+    from mcpgym._client.vector_sync import SyncVectorEnv, connect_vector_sync
+    from mcpgym._episode.check import check_environment
+    from mcpgym._recording.recording import Recording, StepRecord, read_recordings
+    from mcpgym._server.gym_server import GymServer
+    from mcpgym._targets.connect import Target, TargetError, connect, load_environment
+    from mcpgym._targets.spec import RunSpec, SpecError, load_spec
+    from mcpgym._targets.task_list import list_tasks
+    from mcpgym._wrap._proxy import wrap
+
+# `import mcpgym` loads the author's side (what an environment module needs) and nothing else:
+# the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
+# load when one of their names is first used (issue #22: the eager import cost 775 modules).
+_LAZY = {
+    "AsyncEnv": "mcpgym._client.api",
+    "AsyncVectorEnv": "mcpgym._client.vector",
+    "GymServer": "mcpgym._server.gym_server",
+    "Recording": "mcpgym._recording.recording",
+    "RunSpec": "mcpgym._targets.spec",
+    "ServerProcess": "mcpgym._cli.process",
+    "SharedClient": "mcpgym._client.shared",
+    "SpecError": "mcpgym._targets.spec",
+    "StepRecord": "mcpgym._recording.recording",
+    "SyncEnv": "mcpgym._client.sync",
+    "SyncVectorEnv": "mcpgym._client.vector_sync",
+    "Target": "mcpgym._targets.connect",
+    "TargetError": "mcpgym._targets.connect",
+    "VectorStep": "mcpgym._client.vector",
+    "check_environment": "mcpgym._episode.check",
+    "connect": "mcpgym._targets.connect",
+    "connect_sync": "mcpgym._client.sync",
+    "connect_vector": "mcpgym._client.vector",
+    "connect_vector_sync": "mcpgym._client.vector_sync",
+    "list_tasks": "mcpgym._targets.task_list",
+    "load_environment": "mcpgym._targets.connect",
+    "load_spec": "mcpgym._targets.spec",
+    "read_recordings": "mcpgym._recording.recording",
+    "run": "mcpgym._cli.serve",
+    "wrap": "mcpgym._wrap._proxy",
+}
 
 __version__ = "0.1.0"
 
@@ -95,4 +128,8 @@ else:
             ),
             "read_trajectories": ("read_recordings", "it returns Recordings"),
         },
+        lazy=_LAZY,
     )
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -9,6 +9,7 @@ and the API docs), and costs nothing to any other attribute access.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -16,14 +17,23 @@ from collections.abc import Callable, Mapping
 REMOVED_IN = "0.2"
 
 
-def deprecated_names(module: str, renamed: Mapping[str, tuple[str, str]]) -> Callable[[str], object]:
+def deprecated_names(
+    module: str, renamed: Mapping[str, tuple[str, str]], lazy: Mapping[str, str] | None = None
+) -> Callable[[str], object]:
     """A module `__getattr__` resolving each old name in `renamed` to `(new name, why)`.
 
     The new name is looked up in the same module when the old one is used (never copied at
-    import time), so the alias is always the very object the new name is bound to.
+    import time), so the alias is always the very object the new name is bound to. A name in
+    `lazy` is imported from the module it maps to on first use and bound in `module` from then
+    on (so `import mcpgym` need not load what only some of its names use).
     """
+    lazy = lazy or {}
 
     def __getattr__(name: str) -> object:
+        if name in lazy:
+            value = getattr(importlib.import_module(lazy[name]), name)
+            setattr(sys.modules[module], name, value)  # later reads are plain attribute reads
+            return value
         if name not in renamed:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         new, why = renamed[name]
