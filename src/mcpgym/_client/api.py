@@ -7,13 +7,17 @@ implements the primitives at the bottom. That split is why the three targets beh
 from __future__ import annotations
 
 import abc
+import contextlib
 from types import TracebackType
 from typing import Any, Self, overload
 
+import anyio
 import mcp_types as types
 
+from mcpgym._core.errors import MCPError
 from mcpgym._core.protocol import ResetResult, new_episode_id
 from mcpgym._core.types import Action, CallToolAction, EpisodeState, ListToolsAction, StepResult, ToolStep
+from mcpgym._episode.config import CLOSE_WAIT
 
 
 class AsyncEnv(abc.ABC):
@@ -39,7 +43,15 @@ class AsyncEnv(abc.ABC):
         until a reset succeeds."""
         episode_id, previous = new_episode_id(), self.episode_id
         self.episode_id = None
-        result = await self._reset(episode_id, seed, options, previous)
+        try:
+            result = await self._reset(episode_id, seed, options, previous)
+        except anyio.get_cancelled_exc_class():
+            # The server may have admitted the episode before we gave up: close it by the id we
+            # minted rather than leave it to the idle timeout. Bounded, and a failure is moot.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
+                with contextlib.suppress(MCPError):
+                    await self._close(episode_id)
+            raise
         self.episode_id = episode_id
         return StepResult[Any](observation=result.observation, info=dict(result.info))
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 from mcpgym._core.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
 from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
 from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
+from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
 from mcpgym._episode.scoring import EpisodeScore
@@ -89,7 +92,8 @@ class Episode:
         owns_env: bool = True,
         recorder: Recorder | None = None,
         implicit: bool = False,
-        call_timeout: float | None = None,
+        call_timeout: float | None = CALL_TIMEOUT,
+        time_async_tools: bool = False,
         host: Host | None = None,
     ) -> None:
         self.env = env
@@ -101,6 +105,10 @@ class Episode:
         self.implicit = implicit
         self.owner: str | None = None
         self.call_timeout = env.call_timeout if env.call_timeout is not None else call_timeout
+        # The call timeout always bounds sync tools (a worker thread cannot be cancelled by the
+        # caller); async tools only where asked (the server), since a cancel scope per step costs
+        # more than an in-process step itself, whose caller can cancel an async tool on its own.
+        self._await_directly = self.call_timeout is None or not time_async_tools
         self._log: EpisodeLog | None = None
         self.tools: dict[str, BoundTool] = type(env).__mcpgym_tools__
         self.step_count = 0
@@ -115,6 +123,8 @@ class Episode:
         self.final: EpisodeState | None = None
         """The state as the episode closed (its return includes a trajectory score made then)."""
         self._turns = Turns()
+        self._abandoned: threading.Event | None = None
+        """Set once the worker thread of a sync tool abandoned by a timeout or a cancellation ends."""
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
         self.seed = seed
@@ -216,7 +226,7 @@ class Episode:
                 try:
                     kwargs = spec.validate(arguments)
                     method = getattr(self.env, spec.method_name)
-                    if spec.is_async and self.call_timeout is None:
+                    if spec.is_async and self._await_directly:
                         value = await method(**kwargs)  # the common case, awaited here: no helper frame
                     else:
                         value = await self._call_guarded(spec, method, kwargs)
@@ -271,15 +281,24 @@ class Episode:
 
     async def _call_guarded(self, spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """A sync tool (in a worker thread unless inline), or any tool under the call timeout."""
-        if self.call_timeout is None:
-            return await _call_tool(spec, method, kwargs)
-        with anyio.move_on_after(self.call_timeout):
-            return await _call_tool(spec, method, kwargs)
-        # Only a timeout gets here. A ToolError's message is the whole result text (_tool_failure).
         if spec.is_async or spec.inline:
+            if self._await_directly:
+                return await _call_tool(spec, method, kwargs)
+            with anyio.move_on_after(self.call_timeout):
+                return await _call_tool(spec, method, kwargs)
+            # Only a timeout gets here. A ToolError's message is the whole result text (_tool_failure).
             raise ToolError(f"Tool {spec.name!r} timed out after {self.call_timeout:g}s; the episode goes on")
-        # A worker thread cannot be stopped: it still runs. Ending the episode is the only way to
-        # keep it from overlapping the next step on the same environment.
+        ended = threading.Event()
+        try:
+            with anyio.move_on_after(math.inf if self.call_timeout is None else self.call_timeout):
+                return await _call_in_thread(method, kwargs, ended)
+        finally:
+            if not ended.is_set():
+                # Timed out or cancelled (a client gone, a request cancelled) while the worker
+                # thread runs on: it cannot be stopped, so the episode ends here (done and
+                # truncated) rather than let the next step or close() use the instance with it.
+                self._abandoned = ended
+                self.done = self.truncated = True
         ledger = LEDGER.get()
         assert ledger is not None
         ledger.stranded = True
@@ -333,10 +352,13 @@ class Episode:
         self.closed = True
         with anyio.CancelScope(shield=True):
             waited = False
-            with anyio.move_on_after(self.call_timeout or _CLOSE_WAIT):
+            with anyio.move_on_after(CLOSE_WAIT):
                 if not self._turns.take_nowait():
                     await self._turns.wait()
                 waited = True
+            if self._abandoned is not None and not self._abandoned.is_set():
+                # A sync tool's thread still runs on this instance: env.close() must not race it.
+                await anyio.to_thread.run_sync(self._abandoned.wait, CLOSE_WAIT, abandon_on_cancel=True)
             try:
                 if self.score is not None and not self.score.finished:
                     await self.score.finish_on_close(type(self.env).__name__, self.seed, self.truncated)
@@ -346,7 +368,7 @@ class Episode:
                     components = None if self.score is None else self.score.components
                     await self._log.close(self.step_count, self.total_reward, self.done, self.truncated, components)
                 if self.owns_env:
-                    with anyio.move_on_after(_CLOSE_WAIT):
+                    with anyio.move_on_after(CLOSE_WAIT):
                         await _run_user(self.env.close)
             except Exception:
                 logger.exception("%s.close failed for episode %s", type(self.env).__name__, self.id)
@@ -359,9 +381,6 @@ class Episode:
 
 _OVER = StepLedger()
 """The (empty) ledger of a call made after the episode ended: no tool ran."""
-
-_CLOSE_WAIT = 30.0
-"""Seconds `close()` waits for a running step (without a call timeout) and for `env.close()`."""
 
 
 async def _release_held(env: Environment) -> None:
@@ -409,10 +428,20 @@ def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
 async def _call_tool(spec: BoundTool, method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     if spec.is_async:
         return await method(**kwargs)
-    if spec.inline:
-        return method(**kwargs)
-    # A timed-out sync tool cannot be interrupted: its thread is abandoned and its result ignored.
-    return await anyio.to_thread.run_sync(functools.partial(method, **kwargs), abandon_on_cancel=True)
+    return method(**kwargs)  # inline: a sync tool its author marked cheap enough for the event loop
+
+
+async def _call_in_thread(method: Callable[..., Any], kwargs: dict[str, Any], ended: threading.Event) -> Any:
+    """A sync tool in a worker thread; `ended` is set when the thread is done, even if the call
+    was abandoned (its result is then ignored)."""
+
+    def run() -> Any:
+        try:
+            return method(**kwargs)
+        finally:
+            ended.set()
+
+    return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
 
 async def _run_user(fn: Callable[..., Any], **kwargs: Any) -> Any:

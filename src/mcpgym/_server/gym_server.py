@@ -40,6 +40,7 @@ from mcpgym._core.protocol import (
     is_valid_episode_id,
 )
 from mcpgym._episode.catalog import Task
+from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
@@ -117,7 +118,7 @@ class GymServer:
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
         record: str | Path | None = None,
-        call_timeout: float | None = 300.0,
+        call_timeout: float | None = CALL_TIMEOUT,
         reveal_rewards: bool = True,
     ) -> None:
         """Serve `env` (a class, or `functools.partial(Class, ...)`), one instance per episode.

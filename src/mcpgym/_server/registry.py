@@ -19,6 +19,7 @@ import anyio
 from mcpgym._core.errors import AT_CAPACITY, INVALID_PARAMS, MCPError
 from mcpgym._core.protocol import ResetResult, new_episode_id
 from mcpgym._core.types import EpisodeState
+from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment
 from mcpgym._episode.episode import Episode, build, logger, unknown_episode
 from mcpgym._episode.host import Host
@@ -48,7 +49,7 @@ class EpisodeRegistry:
         max_episodes: int | None = 10_000,
         idle_timeout: float | None = 900.0,
         recorder: Recorder | None = None,
-        call_timeout: float | None = None,
+        call_timeout: float | None = CALL_TIMEOUT,
     ) -> None:
         self.call_timeout = call_timeout
         self.factory = factory
@@ -93,11 +94,11 @@ class EpisodeRegistry:
             retired.append(self._remove(previous))  # out before admission: it frees its place
         try:
             episode = self._admit(episode_id, owner=owner, host=host)
-        finally:
-            for old in retired:
-                if old is not None:
-                    await old.close()
-        try:
+        except BaseException:
+            await _close_each(retired)
+            raise
+        try:  # admitted: from here any failure or cancellation retires it, never orphans it
+            await _close_each(retired)
             return await episode.start(seed, options)
         except BaseException:
             await self._retire(episode)
@@ -211,6 +212,7 @@ class EpisodeRegistry:
             recorder=self.recorder,
             implicit=implicit,
             call_timeout=self.call_timeout,
+            time_async_tools=True,
             host=host or (self.hosts[-1] if self.hosts else None),
         )
         episode.owner = owner
@@ -219,3 +221,9 @@ class EpisodeRegistry:
             self._owned.setdefault(owner, set()).add(episode_id)
         self._high_water = max(self._high_water, len(self._episodes))
         return episode
+
+
+async def _close_each(episodes: list[Episode | None]) -> None:
+    for episode in episodes:
+        if episode is not None:
+            await episode.close()
