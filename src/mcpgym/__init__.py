@@ -32,6 +32,7 @@ from mcpgym._targets.connect import Target, TargetError, connect, load_environme
 from mcpgym._targets.spec import RunSpec, SpecError, load_spec
 from mcpgym._targets.task_list import list_tasks
 from mcpgym._wrap._proxy import wrap
+from mcpgym.gateway.traces import read_traces
 
 __version__ = "0.1.0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "load_environment",
     "load_spec",
     "read_recordings",
+    "read_traces",
     "run",
     "tool",
     "wrap",
