@@ -281,3 +281,26 @@ def test_merge_handles_no_ids_and_an_empty_episode() -> None:
     no_ids = mcpgym.gateway.Call(episode_id="e", turn=0, prompt_token_ids=None)
     assert merge([no_ids]) == []
     assert ROLES["assistant"] in prompt_ids([USER]) and EOS in render(USER)
+
+
+def test_sglang_is_asked_in_its_own_fields_and_read_from_its_choices() -> None:
+    from mcpgym.gateway import engine
+
+    body, added = engine.ask("sglang", {"messages": [USER], "logprobs": True})
+    assert body["return_prompt_token_ids"] is True and body["return_token_ids"] is True
+    assert "top_logprobs" not in body and added == {"return_prompt_token_ids", "return_token_ids"}
+    reply = {"choices": [{"prompt_token_ids": [1, 2], "token_ids": [3], "logprobs": {"content": [{"logprob": -1}]}}]}
+    assert engine.prompt_ids(reply) == [1, 2]
+    [choice] = engine.choices(reply)
+    assert (choice["completion_token_ids"], choice["logprobs"]) == ([3], [-1])
+    hidden = engine.hide(reply, added)
+    assert hidden["choices"][0] == {"logprobs": {"content": [{"logprob": -1}]}}  # the client asked for logprobs
+    assert engine.ask("none", {"messages": []}) == ({"messages": []}, set())
+
+
+async def test_the_clients_key_reaches_the_engine_only_with_forward_key(tmp_path: Path) -> None:
+    engine = ScriptedEngine()
+    async with gateway(engine, None, forward_key=True) as client:
+        await client.post("/v1/chat/completions", json={"messages": [USER]}, headers={"authorization": "Bearer mine"})
+    assert engine.headers[0]["authorization"] == "Bearer mine"
+    assert recorded_files(tmp_path) == []  # no --record: nothing written

@@ -122,3 +122,21 @@ def test_harness_config_writes_the_gateway_url_next_to_the_server_entry(
     with pytest.raises(SystemExit) as refused:
         main(["harness", "config", "mcp-json", "mcpgym.servers.echo:Echo", "--gateway", gateway])
     assert "--gateway writes Claude Code's settings" in str(refused.value.code)
+
+
+def test_mcpgym_rollout_sends_its_episode_ids_to_the_gateway(tmp_path: Path) -> None:
+    engine = ScriptedEngine(decide=echo_player)
+    out, traces_dir = tmp_path / "rollout.jsonl", tmp_path / "traces"
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(serve_app(engine.app())) as upstream,
+    ):
+        gateway = Gateway(GatewayConfig(upstream=upstream + "/v1", record=traces_dir))
+        with portal.wrap_async_context_manager(serve_app(gateway.app())) as url:
+            argv = ["rollout", "mcpgym.servers.echo:Echo", "--model", "m", "--base-url", url + "/v1"]
+            with pytest.raises(SystemExit) as done:
+                main([*argv, "--episodes", "2", "--options", '{"target": "apple"}', "--out", str(out), "--no-progress"])
+    assert done.value.code == 0
+    traces = read_traces(traces_dir, rollout=out)
+    assert len(traces) == 2 and all(t.trajectory is not None and t.trajectory.reward == 1.0 for t in traces)
+    assert all(t.trajectory.tokens == t.tokens and len(t.calls) == 2 for t in traces)
