@@ -304,3 +304,11 @@ async def test_the_clients_key_reaches_the_engine_only_with_forward_key(tmp_path
         await client.post("/v1/chat/completions", json={"messages": [USER]}, headers={"authorization": "Bearer mine"})
     assert engine.headers[0]["authorization"] == "Bearer mine"
     assert recorded_files(tmp_path) == []  # no --record: nothing written
+
+
+async def test_a_restarted_gateway_numbers_an_episodes_turns_on_from_its_record(tmp_path: Path) -> None:
+    engine = ScriptedEngine()
+    for _ in range(2):  # two gateway processes, one after the other, over the same DIR
+        async with gateway(engine, tmp_path) as client:
+            await chat(client, [USER], path="/episodes/again/v1", temperature=len(engine.requests))
+    assert [c.turn for c in read_calls(tmp_path)["again"]] == [0, 1]

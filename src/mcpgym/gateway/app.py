@@ -227,7 +227,9 @@ class Gateway:
     ) -> tuple[int, bytes]:
         """Ask the engine, record the call, and return (status, reply body for the client)."""
         episode_id = self._episode_id(request, key)
-        episode = self.episodes.setdefault(episode_id, _Episode())
+        episode = self.episodes.get(episode_id)
+        if episode is None:  # first seen by this process: an earlier one may have recorded its first turns
+            episode = self.episodes[episode_id] = _Episode(self.recorder.recorded(episode_id) if self.recorder else 0)
         turn, digest = episode.turns, hashlib.blake2b(raw, digest_size=16).hexdigest()
         retry_of = turn - 1 if digest == episode.last_hash else None
         episode.turns, episode.last_hash = turn + 1, digest  # at arrival: concurrent calls keep their order

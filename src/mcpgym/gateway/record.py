@@ -55,6 +55,14 @@ class Recorder:
         file.write(line)
         file.flush()
 
+    def recorded(self, episode_id: str | None) -> int:
+        """How many calls `episode_id`'s file already holds (a restarted gateway numbers on from there)."""
+        path = self.directory / file_name(episode_id)
+        if not path.exists():
+            return 0
+        with open(path, "rb") as file:
+            return sum(1 for line in file if line.endswith(b"\n"))
+
     def close(self) -> None:
         while self._files:
             self._files.popitem()[1].close()
