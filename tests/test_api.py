@@ -47,6 +47,7 @@ EXPORTED = {
     "StepRecord",
     "Recording",
     "read_recordings",
+    "read_traces",
     "ServerProcess",
     "wrap",
     "RunSpec",

@@ -536,7 +536,9 @@ def test_public_names() -> None:
         "component_rewards",
         "dataset",
         "environment_class",
+        "episode_return",
         "multimodal_content",
+        "rollout_func",
         "tool_text",
     ]
 

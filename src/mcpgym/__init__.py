@@ -34,11 +34,13 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from mcpgym._targets.spec import RunSpec, SpecError, load_spec
     from mcpgym._targets.task_list import list_tasks
     from mcpgym._wrap._proxy import wrap
+    from mcpgym.gateway.traces import read_traces
 
 # `import mcpgym` loads the author's side (what an environment module needs) and nothing else:
 # the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
 # load when one of their names is first used (issue #22: the eager import cost 775 modules).
 _LAZY = {
+    "read_traces": "mcpgym.gateway.traces",
     "AsyncEnv": "mcpgym._client.api",
     "AsyncVectorEnv": "mcpgym._client.vector",
     "GymServer": "mcpgym._server.gym_server",
@@ -110,6 +112,7 @@ __all__ = [
     "load_environment",
     "load_spec",
     "read_recordings",
+    "read_traces",
     "run",
     "tool",
     "wrap",

@@ -89,12 +89,13 @@ class ChatEndpoint:
             headers=headers, timeout=timeout, limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64)
         )
 
-    async def post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The endpoint's JSON reply to `body` (an object), after retrying transient failures."""
+    async def post(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """The endpoint's JSON reply to `body` (an object), after retrying transient failures.
+        `headers` are added to this request's (e.g. the episode a model call belongs to)."""
         for retry in range(self.backoff.attempts):
             last = retry == self.backoff.attempts - 1
             try:
-                response = await self._client.post(self.url, json=body)
+                response = await self._client.post(self.url, json=body, headers=headers)
             except httpx2.ReadTimeout:
                 raise self._timeout(
                     f"{self.url} sent no response within {self.timeout:g}s (raise the timeout)"

@@ -150,6 +150,31 @@ def merge(path: Path, name: str, entry: Entry, *, force: bool = False) -> Path |
             f"{path} already has a different mcpServers[{name!r}]: pass --force to replace it, or --name to add another"
         )
     servers[name] = entry
+    return _write(path, config)
+
+
+def gateway_env(gateway: str) -> dict[str, str]:
+    """The environment that points Claude Code's model calls at `mcpgym gateway` (its Anthropic
+    route, `/v1/messages`); a gateway URL ending in `/episodes/<id>` joins them to that episode."""
+    if not gateway.startswith(("http://", "https://")):
+        raise ConfigError(f"--gateway must be an http(s) URL, got {gateway!r}")
+    return {"ANTHROPIC_BASE_URL": gateway.rstrip("/").removesuffix("/v1")}
+
+
+def merge_env(path: Path, env: dict[str, str]) -> Path | None:
+    """Set `env` in a Claude Code settings file (`.claude/settings.json`), keeping everything
+    else; written as `merge` writes (backup, atomic replace)."""
+    path = path.resolve()
+    config = _read(path)
+    current = config.setdefault("env", {})
+    if not isinstance(current, dict):
+        raise ConfigError(f"{path}: env is not an object; fix it by hand first")
+    current.update(env)
+    return _write(path, config)
+
+
+def _write(path: Path, config: dict[str, Any]) -> Path | None:
+    """Replace the JSON file at `path` with `config` atomically, the old one kept as a backup (returned)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if path.exists():
@@ -269,6 +294,12 @@ def register(sub: Any) -> None:
     c.add_argument("--write", action="store_true", help="merge into the client's config file instead of printing")
     c.add_argument("--force", action="store_true", help="with --write: replace a different entry of the same name")
     c.add_argument("--file", default=None, help="the config file to write (default: the client's own)")
+    c.add_argument(
+        "--gateway",
+        default=None,
+        metavar="URL",
+        help="claude-code: send its model calls to `mcpgym gateway` (ANTHROPIC_BASE_URL in .claude/settings.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -276,8 +307,15 @@ def run(args: argparse.Namespace) -> int:
     server_args = shlex.split(args.server_args)
     entry = server_entry(args.client, args.target, url=url, record=args.record, server_args=server_args)
     name = args.name or default_name(args.target, url)
+    env = gateway_env(args.gateway) if args.gateway else None
+    if env is not None and args.client != "claude-code":
+        raise ConfigError(
+            f"--gateway writes Claude Code's settings; for {args.client}, point its model at {args.gateway}"
+        )
     if not args.write:
         print(json.dumps(block(name, entry), indent=2))
+        if env is not None:
+            print(f"// .claude/settings.json\n{json.dumps({'env': env}, indent=2)}")
         if args.client == "claude-desktop" and (url or args.target.startswith(("http://", "https://"))):
             print(
                 "note: Claude Desktop's config file takes stdio servers only; this entry bridges to the URL "
@@ -291,4 +329,11 @@ def run(args: argparse.Namespace) -> int:
         f"wrote mcpServers[{name!r}] to {path}" + (f" (previous file kept as {backup})" if backup else ""),
         file=sys.stderr,
     )
+    if env is not None:  # next to the MCP server entry: the project's .claude/settings.json
+        settings = path.resolve().parent / ".claude" / "settings.json"
+        kept = merge_env(settings, env)
+        print(
+            f"wrote env.ANTHROPIC_BASE_URL to {settings}" + (f" (previous file kept as {kept})" if kept else ""),
+            file=sys.stderr,
+        )
     return 0

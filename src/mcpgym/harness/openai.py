@@ -6,6 +6,11 @@ SGLang, llama.cpp's server, and hosted APIs: POST `{base_url}/chat/completions` 
 
 Transient failures (connection errors, 429, 5xx) are retried with `Backoff`; a read timeout
 is not (see `EndpointTimeout`). Anything else raises `EndpointError`, which fails the episode.
+
+Every request names the episode it is for (`Mcpgym-Episode`, from the rollout's context) and
+asks a gateway for the token ids (`Mcpgym-Tokens: 1`); other servers ignore both headers. When
+the reply carries vLLM's token fields (a gateway's, or vLLM's own with `tokens=True`), the turn
+keeps them (`AssistantTurn.tokens`) and the trajectory merges them (`Trajectory.tokens`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from mcpgym._core.chat import ChatEndpoint
+from mcpgym._core.protocol import EPISODE_HEADER
+from mcpgym.gateway import engine
+from mcpgym.gateway.app import TOKENS_HEADER
 from mcpgym.harness.errors import EndpointError, EndpointTimeout
-from mcpgym.harness.policy import tool_call
+from mcpgym.harness.policy import EPISODE, tool_call
 from mcpgym.harness.retry import Backoff
-from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall, Usage
+from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall, TurnTokens, Usage
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -29,6 +37,8 @@ class OpenAIPolicy:
     `base_url` includes the API prefix, as OpenAI clients expect (`http://127.0.0.1:8000/v1`).
     `api_key` defaults to `$OPENAI_API_KEY`; local servers usually need none. `extra_body`
     is merged into every request (e.g. `{"top_p": 0.9}` or vLLM's `chat_template_kwargs`).
+    `tokens=True` asks the endpoint itself for token ids and logprobs in vLLM's fields (for a
+    vLLM server reached directly; a gateway returns them without).
     """
 
     def __init__(
@@ -42,9 +52,12 @@ class OpenAIPolicy:
         timeout: float = 120.0,
         backoff: Backoff | None = None,
         extra_body: dict[str, Any] | None = None,
+        tokens: bool = False,
     ) -> None:
         self.model = model
         self._body = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None}
+        if tokens:
+            self._body.update(engine.ask("vllm", self._body)[0])
         self._body.update(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         # The posting (retries, backoff, timeouts) is mcpgym's, shared with the LLM judge; our
@@ -63,7 +76,10 @@ class OpenAIPolicy:
         return parse_completion(await self._post(body))
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._endpoint.post(body)
+        headers = {TOKENS_HEADER: "1"}
+        if (episode := EPISODE.get()) is not None:
+            headers[EPISODE_HEADER] = episode
+        return await self._endpoint.post(body, headers)
 
     async def aclose(self) -> None:
         await self._endpoint.aclose()
@@ -89,10 +105,19 @@ def parse_completion(body: dict[str, Any]) -> AssistantTurn:
             tool_calls=calls,
             usage=_usage(body.get("usage")),
             finish_reason=choice.get("finish_reason"),
+            tokens=_tokens(body),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:  # ValidationError is a ValueError
         reason = f"missing {exc}" if isinstance(exc, KeyError | IndexError) else _first_line(exc)
         raise EndpointError(f"not a chat completion ({reason}): {str(body)[:300]}") from None
+
+
+def _tokens(body: dict[str, Any]) -> TurnTokens | None:
+    prompt, choices = engine.prompt_ids(body), engine.choices(body)
+    ids = choices[0]["completion_token_ids"] if choices else None
+    if prompt is None or ids is None:
+        return None
+    return TurnTokens(prompt_token_ids=prompt, completion_token_ids=ids, logprobs=choices[0]["logprobs"])
 
 
 def _tool_call(index: int, call: dict[str, Any]) -> ToolCall:

@@ -16,11 +16,17 @@ not mutate either.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import mcp_types as types
 
 from mcpgym.harness.types import AssistantTurn, ChatTool, Message, ToolCall
+
+EPISODE: ContextVar[str | None] = ContextVar("mcpgym_episode", default=None)
+"""The id of the episode a policy is being called for (set by the rollout after each reset), so
+a policy can name it to its endpoint: `OpenAIPolicy` sends it as `Mcpgym-Episode`, which joins
+its calls to the episode in `mcpgym gateway`'s traces."""
 
 
 class Policy(Protocol):

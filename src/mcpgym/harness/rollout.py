@@ -40,8 +40,10 @@ import mcpgym
 from mcpgym import RUBRIC_KEY, EpisodeState
 from mcpgym._core.content import data_url, images
 from mcpgym._recording.blobs import BlobStore, restore
+from mcpgym.gateway.merge import merge_turns
+from mcpgym.gateway.types import TokenSequence
 from mcpgym.harness import target as targets
-from mcpgym.harness.policy import Policy, openai_tools
+from mcpgym.harness.policy import EPISODE, Policy, openai_tools
 from mcpgym.harness.progress import Progress
 from mcpgym.harness.types import CallOutcome, Message, StopReason, ToolCall, Trajectory, Turn, Usage
 from mcpgym.trl import tool_text  # one rendering of tool results, shared with TRL training
@@ -98,7 +100,15 @@ class _Episode:
             usage=usage,
             started=self.started,
             duration=time.time() - self.started,
+            tokens=self.tokens(),
         )
+
+    def tokens(self) -> list[TokenSequence]:
+        replies = [t.assistant.tokens for t in self.turns]
+        if not replies or any(r is None for r in replies):
+            return []  # a reply without ids leaves a hole no sequence can bridge
+        ids = [(r.prompt_token_ids, r.completion_token_ids, r.logprobs) for r in replies if r is not None]
+        return merge_turns(ids, self.episode_id)
 
     def components(self) -> dict[str, float | None]:
         if self.final is not None:
@@ -152,6 +162,7 @@ async def _play(
 ) -> None:
     first = await env.reset(seed=episode.seed, options=episode.options)
     episode.episode_id, episode.observation = env.episode_id, first.observation
+    EPISODE.set(env.episode_id)  # the policy names it to its endpoint (a gateway joins the calls by it)
     listed = await env.list_tools()
     names, tools = {t.name for t in listed}, openai_tools(listed)
     if system_prompt:

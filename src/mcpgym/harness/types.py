@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
+from mcpgym.gateway.types import TokenSequence
 
 Message = dict[str, Any]
 """One chat-completions message (`{"role": ..., "content": ..., "tool_calls": ...}`)."""
@@ -84,6 +85,15 @@ class ToolCall(_Frozen):
     arguments: dict[str, Any] | None = None
 
 
+class TurnTokens(_Frozen):
+    """The token ids of one model reply, as the endpoint reported them (vLLM's fields, which
+    `mcpgym gateway` returns): its prompt, what it generated, and the sampled tokens' logprobs."""
+
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    logprobs: list[float | None] | None = None
+
+
 class AssistantTurn(_Frozen):
     """What a policy returns: the model's reply to the conversation so far."""
 
@@ -91,6 +101,9 @@ class AssistantTurn(_Frozen):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Usage()
     finish_reason: str | None = None
+    tokens: TurnTokens | None = Field(default=None, exclude=True, repr=False)
+    """The reply's token ids, when the endpoint returned them; not written out per turn (the
+    trajectory's `tokens` holds them merged)."""
 
     def message(self) -> Message:
         """This reply as the assistant message to append to the conversation."""
@@ -163,6 +176,10 @@ class Trajectory(_Frozen):
     usage: Usage = Usage()
     started: float = 0.0
     duration: float = 0.0
+    tokens: list[TokenSequence] = Field(default_factory=list)
+    """The episode's model calls as token sequences with a loss mask (`mcpgym.gateway.merge`):
+    one per branch, when every reply came with its token ids (the policy's calls went through
+    `mcpgym gateway`, or an engine returning vLLM's token fields); empty otherwise."""
 
     @property
     def failed(self) -> bool:

@@ -21,6 +21,7 @@ contract and `rfcs/0004-trl-integration.md` for the decisions. Needs `pip instal
 """
 
 from mcpgym.trl._factory import EnvironmentFactory, dataset
+from mcpgym.trl._rollout import episode_return, rollout_func
 from mcpgym.trl._runtime import runtime as _runtime
 from mcpgym.trl._tool_class import (
     EnvironmentToolError,
@@ -49,6 +50,8 @@ __all__ = [
     "component_rewards",
     "dataset",
     "environment_class",
+    "episode_return",
     "multimodal_content",
+    "rollout_func",
     "tool_text",
 ]
