@@ -286,24 +286,45 @@ def count_asserts(source: str) -> tuple[ast.Module, int]:
     total = 0
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
-            top = {id(stmt) for stmt in node.body if isinstance(stmt, ast.Assert)}
-            total += len(top)
-            _Recorded(top).visit(node)
-    return ast.fix_missing_locations(tree), total
+            total += sum(isinstance(stmt, ast.Assert) for stmt in node.body)
+            node.body = _recorded(node.body, top=True)
+    return tree, total
 
 
-class _Recorded(ast.NodeTransformer):
-    def __init__(self, top: set[int]) -> None:
-        self.top = top
+def _recorded(body: list[ast.stmt], *, top: bool) -> list[ast.stmt]:
+    """`body` with each assert recording its outcome (statement lists only: an assert is a statement)."""
+    done: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assert):
+            done.append(_recording(stmt, top))
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                setattr(stmt, name, _recorded(inner, top=False))
+        for handler in getattr(stmt, "handlers", ()):
+            handler.body = _recorded(handler.body, top=False)
+        for case in getattr(stmt, "cases", ()):
+            case.body = _recorded(case.body, top=False)
+        done.append(stmt)
+    return done
 
-    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
-        passed, failed = (
-            ("__mcpgym_passed__[0] += 1", "pass") if id(node) in self.top else ("pass", "__mcpgym_failed__[0] += 1")
-        )
-        recorded = ast.parse(f"try:\n    pass\nexcept Exception:\n    {failed}\nelse:\n    {passed}").body[0]
-        assert isinstance(recorded, ast.Try)
-        recorded.body = [ast.copy_location(ast.Assert(test=node.test, msg=None), node)]
-        return ast.copy_location(recorded, node)
+
+def _recording(node: ast.Assert, top: bool) -> ast.stmt:
+    """`try: assert test` / `except Exception:` count a nested failure / `else:` count a top-level pass."""
+    counter = ast.Name("__mcpgym_passed__" if top else "__mcpgym_failed__", ast.Load())
+    index, one = ast.Constant(0), ast.Constant(1)
+    target = ast.Subscript(counter, index, ast.Store())
+    bump = ast.AugAssign(target, ast.Add(), one)
+    caught = ast.Name("Exception", ast.Load())
+    otherwise: ast.stmt = ast.Pass()
+    handler = ast.ExceptHandler(caught, None, [otherwise if top else bump])
+    check = ast.Assert(node.test, None)
+    recorded = ast.Try([check], [handler], [bump] if top else [], [])
+    made: list[ast.AST] = [recorded, check, handler, caught, otherwise, bump, target, counter, index, one]
+    for new in made:  # these only: the test's own expression keeps its locations
+        ast.copy_location(new, node)
+    return recorded
 
 
 def _prompt_namespace(prompt: str) -> dict[str, Any]:
@@ -345,18 +366,14 @@ def _observations(fd: int) -> set[str]:
 
 
 def _sockets_left() -> set[str]:
-    """Sockets in the submission's own network namespace beyond the pair to the solution: opened
-    natively (no audit event), say, and still open."""
+    """Sockets in the submission's own network namespace beyond the pair to the solution (opened
+    natively, with no audit event, and still open): one read, the namespace's own count."""
     try:
-        with open("/proc/self/net/unix", "rb") as table:
-            unix = len(table.read().splitlines()) - 1
-        others = 0
-        for name in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
-            with contextlib.suppress(OSError), open(f"/proc/self/net/{name}", "rb") as table:
-                others += len(table.read().splitlines()) - 1
-    except OSError:
+        with open("/proc/self/net/sockstat", "rb") as table:
+            used = int(table.readline().split()[-1])  # b"sockets: used N"
+    except (OSError, ValueError, IndexError):
         return set()
-    return {"opened_socket"} if unix > 2 or others > 0 else set()
+    return {"opened_socket"} if used > 2 else set()
 
 
 OBSERVED = {"frame_inspection", "opened_socket", "runner_tampering", "patches_builtins", "patches_sys_modules"}
