@@ -15,7 +15,7 @@ import pytest
 import mcpgym
 from mcpgym.servers.coding import Coding, Limits, Sandbox, load_tasks
 from mcpgym.servers.coding.__main__ import configure, parser
-from tests.coding.helpers import QUICK, coding, is_root, processes_of
+from tests.coding.helpers import QUICK, coding, is_root, new_sandbox, processes_of
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-SANDBOX = Sandbox(QUICK)
+SANDBOX = new_sandbox(QUICK)
 NAMESPACED = "pid" in SANDBOX.protections.namespaces
 
 
@@ -236,7 +236,7 @@ async def test_submit_grades_own_task_file_and_never_shows_the_tests(task_file: 
         await env.reset(seed=0)
         leak = "import sys\nprint(sys._getframe(1).f_locals)\ndef add(a, b):\n    raise ValueError('x' * 10)"
         bad = await env.call_tool("submit", {"code": leak})
-        assert (bad.reward, bad.done) == (0.0, True) and bad.text == "failed: the hidden tests raised ValueError"
+        assert (bad.reward, bad.done) == (0.0, True) and bad.text == "failed: the hidden tests fail"
         assert "hidden-test-marker" not in bad.text
         over = await env.call_tool("run_python", {"code": "1"})
         assert over.is_error and "episode is over" in over.text
@@ -355,18 +355,14 @@ async def test_a_hack_signal_from_the_grader_closes_the_rubrics_clean_gate(task_
     from mcpgym.servers.coding import GradedCoding
 
     honest = "def add(a, b):\n    return a + b\n"
-    caught = honest + "if False:\n    import os\n    os._exit(0)\n"  # passes the tests, but tries an early exit
+    styled = honest + "if False:\n    import os\n    os._exit(0)\n"  # a pattern in the source, never run: style
+    caught = honest + "import builtins\nbuiltins.AssertionError = Exception\n"  # done while graded: a hack
     graded = functools.partial(GradedCoding, tasks=load_tasks(task_file), sandbox=SANDBOX)
     rewards = {}
-    for name, code in (("honest", honest), ("caught", caught)):
+    for name, code in (("honest", honest), ("styled", styled), ("caught", caught)):
         async with mcpgym.connect(graded) as env:
             await env.reset(seed=0)
             result = await env.call_tool("submit", {"code": code})
-        assert result.observation.structured_content is not None
-        rewards[name] = (
-            result.reward,
-            result.components["clean"],
-            result.observation.structured_content["hack_signals"],
-        )
-    assert rewards["honest"] == (1.0, 1.0, [])
-    assert rewards["caught"] == (0.0, 0.0, ["early_exit"])
+            rewards[name] = (result.reward, result.components["clean"], (await env.state()).info["hack_signals"])
+    assert rewards["honest"] == rewards["styled"] == (1.0, 1.0, [])
+    assert rewards["caught"] == (0.0, 0.0, ["patches_builtins"])

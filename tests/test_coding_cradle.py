@@ -21,16 +21,16 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpgym.servers.coding import Limits, Sandbox
+from mcpgym.servers.coding import Limits
 from mcpgym.servers.coding._host import cradle as _cradle
 from mcpgym.servers.coding._host.cgroups import Hierarchy
 from mcpgym.servers.coding._host.interpreter import Interpreter
 from mcpgym.servers.coding._host.workspace import Workspace
-from tests.coding.helpers import QUICK
+from tests.coding.helpers import QUICK, new_sandbox
 
 pytestmark = pytest.mark.anyio
 
-SANDBOX = Sandbox(QUICK)
+SANDBOX = new_sandbox(QUICK)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -155,7 +155,9 @@ async def test_the_worker_runs_the_first_call_without_importing_pure_python_modu
     heavy = ["typing", "json", "signal", "ast", "re", "enum", "struct", "collections", "_ast"]
     try:
         reply = await worker.run(f"import sys\nsorted(set({heavy!r}) & set(sys.modules))")
-        assert reply.text == "['_ast']\n", reply.text  # the premise: the probe sees what the worker imported
+        # Without bwrap the worker loads ctypes (which imports struct) for its mounts and seccomp filter.
+        expected = ["_ast"] if SANDBOX.protections.isolation == "bwrap" else ["_ast", "struct"]
+        assert reply.text == f"{expected!r}\n", reply.text  # the premise: the probe sees what the worker imported
     finally:
         await worker.close()
         await workspace.remove()
@@ -187,7 +189,7 @@ async def test_code_reaches_the_worker_intact_whatever_its_size_or_characters() 
 async def test_the_worker_reads_every_limit_the_server_may_be_given(limit: dict[str, Any]) -> None:
     # Its config is a repr() literal read without `ast`: -1 (RLIM_INFINITY) is a minus and a
     # number, an infinity a name. (On 0f712bb every worker failed to start with such a limit.)
-    sandbox = Sandbox(Limits(**{**QUICK.__dict__, **limit}))
+    sandbox = new_sandbox(Limits(**{**QUICK.__dict__, **limit}))
     workspace = Workspace(sandbox.new_uid(), 1 << 16)
     worker = Interpreter(sandbox, workspace.root, workspace.uid)
     try:
@@ -201,7 +203,7 @@ async def test_the_worker_reads_every_limit_the_server_may_be_given(limit: dict[
 
 
 async def test_the_first_workers_death_and_timeout_are_reported_as_any_others() -> None:
-    sandbox = Sandbox(Limits(**{**QUICK.__dict__, "timeout": 0.5}))  # the same episode memory: the same cradles
+    sandbox = new_sandbox(Limits(**{**QUICK.__dict__, "timeout": 0.5}))  # the same episode memory: the same cradles
     for code, said in [("import os\nos._exit(3)", "exited with status 3"), ("while True:\n    pass", "timed out")]:
         await ready()
         workspace = Workspace(sandbox.new_uid(), 1 << 16)
@@ -280,10 +282,10 @@ SERVER = textwrap.dedent(
     import anyio, mcpgym
     from mcpgym.servers.coding import Limits, Sandbox
     from mcpgym.servers.coding._host import cradle as _cradle
-    from tests.coding.helpers import QUICK, coding
+    from tests.coding.helpers import QUICK, coding, new_sandbox
 
     async def main():
-        hierarchy = Sandbox(QUICK).protections.cgroups
+        hierarchy = new_sandbox(QUICK).protections.cgroups
         async with mcpgym.connect(coding()) as env:
             await env.reset(seed=0)
             assert (await env.call_tool("run_python", {"code": "1"})).text.strip() == "1"
@@ -316,10 +318,10 @@ def test_a_worker_forked_by_a_cradle_dies_with_its_server() -> None:
         from mcpgym.servers.coding._host import cradle as _cradle
         from mcpgym.servers.coding._host.interpreter import Interpreter
         from mcpgym.servers.coding._host.workspace import Workspace
-        from tests.coding.helpers import QUICK
+        from tests.coding.helpers import QUICK, new_sandbox
 
         async def main():
-            sandbox = Sandbox(QUICK)
+            sandbox = new_sandbox(QUICK)
             _cradle.prepare(sandbox.protections.cgroups, QUICK.episode_memory_bytes)
             assert _cradle.wait_ready(sandbox.protections.cgroups, QUICK.episode_memory_bytes, 10.0)
             workspace = Workspace(sandbox.new_uid(), 1 << 16)
@@ -357,7 +359,7 @@ OUT_OF_MEMORY = textwrap.dedent(
     from mcpgym.servers.coding._host.cgroups import Hierarchy
     from mcpgym.servers.coding._host.interpreter import Interpreter
     from mcpgym.servers.coding._host.workspace import Workspace
-    from tests.coding.helpers import QUICK
+    from tests.coding.helpers import QUICK, new_sandbox
 
     SMALL = 64 << 20  # the episode's memory cgroup; RLIMIT_AS (1 GiB) is not what stops the code
     leave = threading.Event()
@@ -370,7 +372,7 @@ OUT_OF_MEMORY = textwrap.dedent(
     Hierarchy.bring_back_thread = held
 
     async def main():
-        sandbox = Sandbox(Limits(**{**QUICK.__dict__, "memory_bytes": 1 << 30, "episode_memory_bytes": SMALL}))
+        sandbox = new_sandbox(Limits(**{**QUICK.__dict__, "memory_bytes": 1 << 30, "episode_memory_bytes": SMALL}))
         _cradle.prepare(sandbox.protections.cgroups, SMALL)
         assert _cradle.wait_ready(sandbox.protections.cgroups, SMALL, 10.0)
         workspace = Workspace(sandbox.new_uid(), 1 << 16)

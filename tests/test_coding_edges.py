@@ -22,7 +22,7 @@ from mcpgym.servers.coding._host import uids as _uids
 from mcpgym.servers.coding._host.grader import _Zygote, grader
 from mcpgym.servers.coding._host.interpreter import Interpreter, grade
 from mcpgym.servers.coding._host.workspace import Workspace
-from tests.coding.helpers import QUICK, coding
+from tests.coding.helpers import QUICK, coding, new_sandbox
 
 # The squatter's interpreter: one a uid other than root's can run (not under /root/.pyenv, 0700).
 _SYSTEM_PYTHON = "/usr/bin/python3"
@@ -35,7 +35,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-SANDBOX = Sandbox(QUICK)
+SANDBOX = new_sandbox(QUICK)
 ADD = Task(
     task_id="mine/add",
     prompt="def add(a, b):\n",
@@ -68,10 +68,10 @@ async def test_tmp_is_read_only_and_the_workspace_has_a_size_and_file_quota() ->
 
 @pytest.mark.skipif(not SANDBOX.protections.workspace_quota, reason="a grading tmpfs needs a root server")
 async def test_what_a_submission_writes_is_bounded_in_total() -> None:
-    sandbox = Sandbox(BOUNDED)
+    sandbox = new_sandbox(BOUNDED)
     fill = "for i in range(8):\n    open(f'f{i}', 'wb').write(b'x' * ((1 << 20) - 1))\n"
     verdict = await grade(sandbox, ADD, fill + "def add(a, b):\n    return a + b\n")
-    assert verdict.summary == "failed: the hidden tests raised OSError"
+    assert verdict.detail == "failed OSError"
     assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
 
 
@@ -80,7 +80,7 @@ def forge(verdict: str) -> str:
 
 
 async def test_a_forged_verdict_of_any_kind_earns_nothing_with_or_without_partial_credit() -> None:
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     for partial in (False, True):
         for line in ("passed", "partial 2/2", "partial 1/2", "partial 6579558/538993512"):
             verdict = await grade(sandbox, ADD, forge(line), partial=partial)
@@ -121,7 +121,7 @@ def zygote_from_a_thread_that_exited(sandbox: Sandbox, loop: object) -> _Zygote:
 
 async def test_the_zygote_outlives_the_thread_that_started_it() -> None:
     """anyio retires idle worker threads; a zygote tied to its starter thread's life died with it."""
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     zygote = zygote_from_a_thread_that_exited(sandbox, anyio.lowlevel.current_token().native_token)
     grader(sandbox)._zygote = zygote
     assert (await grade(sandbox, ADD, "def add(a, b):\n    return a + b\n")).reward == 1.0
@@ -159,7 +159,7 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
             monkeypatch.setattr(_uids, "_NEXT", itertools.count())  # count from the base, as that process did
             reserve: deque[int] = deque()
             monkeypatch.setattr(_uids, "_RESERVE", reserve)  # none reserved yet, as in that process
-            sandbox = Sandbox(QUICK)
+            sandbox = new_sandbox(QUICK)
             first, second = sandbox.new_uid(), sandbox.new_uid()
             squatter.kill()
         holder.stdin.close()

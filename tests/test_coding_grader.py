@@ -14,7 +14,7 @@ from mcpgym.servers.coding import Limits, Sandbox, Task
 from mcpgym.servers.coding._host.grader import grader
 from mcpgym.servers.coding._host.interpreter import Verdict, grade
 from mcpgym.servers.coding._host.process import _children
-from tests.coding.helpers import QUICK
+from tests.coding.helpers import QUICK, new_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ ADD = Task(
 GOOD = "def add(a, b):\n    return a + b\n"
 SHORT = Limits(timeout=2.0, cpu_seconds=4, memory_bytes=512 << 20, max_processes=16)  # CPU > wall: see QUICK
 MARKER = "4242.25"  # the argument of the `sleep` processes a submission leaves behind
-PER_UID = Sandbox(QUICK).protections.own_uid
+PER_UID = new_sandbox(QUICK).protections.own_uid
 
 
 def sleepers() -> list[int]:
@@ -69,9 +69,9 @@ def zygote_pid(sandbox: Sandbox) -> int:
 
 
 async def test_timeout_and_a_finished_run_both_kill_every_process_the_submission_started() -> None:
-    sandbox = Sandbox(SHORT)
+    sandbox = new_sandbox(SHORT)
     timed_out = await grade(sandbox, ADD, leave_sleepers("while True:\n    pass\n"))
-    assert timed_out == Verdict(0.0, "failed: timed out after 2 s")
+    assert (timed_out.reward, timed_out.summary) == (0.0, "failed: timed out after 2 s")
     assert sleepers() == []
     passed = await grade(sandbox, ADD, leave_sleepers(GOOD))
     assert passed.reward == 1.0
@@ -79,7 +79,7 @@ async def test_timeout_and_a_finished_run_both_kill_every_process_the_submission
 
 
 async def test_a_crashed_zygote_is_restarted_between_and_during_submissions() -> None:
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
     first = zygote_pid(sandbox)
     os.kill(first, 9)
@@ -96,13 +96,13 @@ async def test_a_crashed_zygote_is_restarted_between_and_during_submissions() ->
         tg.start_soon(submit)
         await anyio.wait_all_tasks_blocked()  # the submission is on the zygote
         os.kill(second, 9)
-    assert results == [Verdict(1.0, "passed: all hidden tests pass")]  # retried on a third zygote
+    assert [(v.reward, v.summary) for v in results] == [(1.0, "passed: all hidden tests pass")]  # on a third zygote
     assert zygote_pid(sandbox) not in (first, second)
 
 
 @pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
 async def test_a_fork_bomb_while_grading_does_not_touch_other_episodes_gradings() -> None:
-    sandbox = Sandbox(SHORT)
+    sandbox = new_sandbox(SHORT)
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     verdicts: list[Verdict] = []
 
@@ -114,13 +114,13 @@ async def test_a_fork_bomb_while_grading_does_not_touch_other_episodes_gradings(
         await anyio.wait_all_tasks_blocked()  # the bomb is going off in the zygote's sandbox
         for _ in range(3):
             assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
-    assert verdicts == [Verdict(0.0, "failed: timed out after 2 s")]
+    assert [(v.reward, v.summary) for v in verdicts] == [(0.0, "failed: timed out after 2 s")]
     assert (await grade(sandbox, ADD, GOOD)).reward == 1.0  # the zygote itself came through
 
 
 @pytest.mark.skipif(not PER_UID, reason="a uid per submission needs a root server")
 async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verdict() -> None:
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     # Only builtin exception names leave the sandbox, so each probe answers with one.
     probes = {
         "open('/tmp/note', 'w')": "OSError",  # /tmp is shared by the zygote's children: read-only (EROFS)
@@ -128,7 +128,7 @@ async def test_a_submission_has_no_shared_writable_place_and_cannot_forge_a_verd
         "open('note', 'w').write('x')\nraise LookupError": "LookupError",  # its own directory is writable
     }
     for probe, raised in probes.items():
-        assert (await grade(sandbox, ADD, probe)).summary == f"failed: the hidden tests raised {raised}"
+        assert (await grade(sandbox, ADD, probe)).detail == f"failed {raised}"
     forged = "import os\nos.write(3, b'failed hidden_test_text\\n')\nos._exit(0)"
     verdict = await grade(sandbox, ADD, forged)
     assert verdict.reward == 0.0 and "hidden_test_text" not in verdict.summary
@@ -139,13 +139,14 @@ async def test_the_test_process_has_its_uid_and_is_not_dumpable_before_any_submi
     # A uid change makes a process dumpable again when the host's fs.suid_dumpable is 1 (ptrace,
     # /proc/PID/fd open to the same uid): the test process must be done with it first. (On
     # 0f712bb the solution started while it was still root, most of the time.)
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     probe = (
         "import os\n"
         "test_process = open('/proc/self/status').read().split('\\nPPid:')[1].split()[0]\n"  # as /proc numbers it
         "status = f'/proc/{test_process}/status'\n"
-        "uid = int(open(status).read().split('\\nUid:')[1].split()[0])\n"
-        "SETTLED = uid == os.getuid() != 0 and os.stat(status).st_uid == 0\n"  # root's files: not dumpable
+        "try:\n    uid = int(open(status).read().split('\\nUid:')[1].split()[0])\n"
+        "except FileNotFoundError:\n    uid = None\n"  # /proc shows nothing of another uid, or a non-dumpable one
+        "SETTLED = uid is None or uid == os.getuid() != 0 and os.stat(status).st_uid == 0\n"  # root's: not dumpable
         "def add(a, b):\n    return a + b if SETTLED else None\n"
     )
     rewards = [(await grade(sandbox, ADD, probe)).reward for _ in range(8)]
@@ -154,12 +155,14 @@ async def test_the_test_process_has_its_uid_and_is_not_dumpable_before_any_submi
 
 async def test_the_solution_process_holds_no_descriptor_but_its_socket_and_dev_null() -> None:
     # Forked ahead of need from a trial that holds the request and verdict pipes (fds 4 and 3
-    # there): none of them, nor anything of the zygote, may reach the solution.
-    sandbox = Sandbox(QUICK)
+    # there): none of them, nor anything of the zygote, may reach the solution (fd 4 is its own
+    # observations' pipe, to the test process).
+    sandbox = new_sandbox(QUICK)
     probe = (
         "import os\n"
         "fds = {fd: os.readlink(f'/proc/self/fd/{fd}') for fd in range(64) if os.path.exists(f'/proc/self/fd/{fd}')}\n"
         "if fds.pop(3, '').startswith('socket:') is False: raise LookupError\n"
+        "if not fds.pop(4, '').startswith('pipe:'): raise ValueError\n"  # its observations' pipe (write end)
         "if set(fds) != {0, 1, 2} or set(fds.values()) != {'/dev/null'}: raise KeyError\n"
         "def add(a, b):\n    return a + b\n"
     )
@@ -196,7 +199,7 @@ def pid_namespace(pid: int) -> str:
 
 @pytest.mark.skipif(not PER_UID, reason="a zygote shared by submissions needs a root server")
 async def test_the_zygote_keeps_a_trial_forked_ahead_and_replaces_it_if_it_dies() -> None:
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
     first = await spare_trial(sandbox, 2)
     assert pid_namespace(first) != pid_namespace(zygote_pid(sandbox))  # a namespace of its own, ready
@@ -226,7 +229,7 @@ async def test_the_zygote_keeps_a_trial_forked_ahead_and_replaces_it_if_it_dies(
 
 @pytest.mark.skipif(not PER_UID, reason="a zygote shared by submissions needs a root server")
 async def test_no_trial_forked_ahead_outlives_its_grader() -> None:
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
     assert (await grade(sandbox, ADD, GOOD)).reward == 1.0
     namespace = pid_namespace(await spare_trial(sandbox, 2))
     grader(sandbox).close()
@@ -247,7 +250,7 @@ def in_pid_namespace(namespace: str) -> list[int]:
 
 async def test_a_grader_error_reaches_the_caller_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     # The hack scan runs beside the grader in a task group, which wraps errors in a group.
-    sandbox = Sandbox(QUICK)
+    sandbox = new_sandbox(QUICK)
 
     async def no_uid_left(*args: object) -> str:
         await anyio.lowlevel.checkpoint()  # the scan starts first, as with a real grader

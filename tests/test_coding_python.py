@@ -17,7 +17,7 @@ import pytest
 from mcpgym.servers.coding import Sandbox, Task
 from mcpgym.servers.coding._host.interpreter import Interpreter, grade
 from mcpgym.servers.coding._host.workspace import Workspace
-from tests.coding.helpers import QUICK
+from tests.coding.helpers import QUICK, new_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -57,14 +57,14 @@ async def sandboxed(sandbox: Sandbox) -> list[str]:
 
 
 async def test_the_sandbox_runs_the_servers_own_interpreter_and_its_own_libpython() -> None:
-    version, libraries = await sandboxed(Sandbox(QUICK))
+    version, libraries = await sandboxed(new_sandbox(QUICK))
     assert version == sys.version
     assert libraries == repr(own_libpython())
 
 
 @pytest.mark.parametrize("python", OTHERS, ids=[p.parent.parent.name for p in OTHERS])
 async def test_every_installed_python_runs_itself_in_the_sandbox_and_grades(python: Path) -> None:
-    sandbox = Sandbox(QUICK, python=python)
+    sandbox = new_sandbox(QUICK, python=python)
     version, libraries = await sandboxed(sandbox)
     assert version.split()[0] == python.parent.parent.name  # e.g. 3.12.1
     assert libraries == repr([f"{sandbox.libdir}/libpython{version[:4].rstrip('.')}.so.1.0"])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Any, Literal
 
 from mcpgym.servers.coding import Coding, Limits, Sandbox
+from mcpgym.servers.coding._host.sandbox import Isolation
 
 # Short limits keep the tests quick; each test that needs another limit builds its own. The CPU
 # limit is above the wall-clock one so a busy loop deterministically meets the timeout first (a
@@ -22,8 +24,16 @@ QUICK = Limits(
 )
 
 
+ISOLATION: Isolation | Literal["auto"] = os.environ.get("MCPGYM_TEST_ISOLATION", "auto")  # type: ignore[assignment]
+"""The sandbox mode the coding tests run under (tests/test_coding_modes.py runs them under each)."""
+
+
+def new_sandbox(limits: Limits = QUICK, **options: Any) -> Sandbox:
+    return Sandbox(limits, ISOLATION, **options)
+
+
 def coding(limits: Limits = QUICK, **options: object) -> functools.partial[Coding]:
-    return functools.partial(Coding, sandbox=Sandbox(limits), **options)  # type: ignore[arg-type]
+    return functools.partial(Coding, sandbox=new_sandbox(limits), **options)  # type: ignore[arg-type]
 
 
 def processes_of(uid: int) -> list[int]:

@@ -40,11 +40,22 @@ def _parser(defaults: dict[str, dict[str, Any]] | None = None) -> argparse.Argum
     return parser
 
 
+# Commands that never load a user's target: nothing of theirs is looked up in the working directory.
+_NO_TARGET = {"view", "init"}
+
+
+def working_directory_last() -> None:
+    """Let a command line name modules in the working directory (`serve mymod:Env`), found after
+    every installed one: a file there (a downloaded runs folder's `h11.py`) never shadows what the
+    CLI imports later."""
+    if not {"", ".", os.getcwd()} & set(sys.path):
+        sys.path.append(os.getcwd())
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    if "" not in sys.path and "." not in sys.path and os.getcwd() not in sys.path:
-        # Once, here, as `python -m` does: a command line names modules in the working directory.
-        sys.path.insert(0, "")
     args = _parser().parse_args(argv)
+    if args.command not in _NO_TARGET:
+        working_directory_last()
     spec = _spec_of(args)
     if spec is not None:  # parse again with the spec's settings as defaults: flags given still win
         args = _parser({args.command: spec_defaults(args.command, spec)}).parse_args(argv)

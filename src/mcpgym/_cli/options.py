@@ -76,8 +76,9 @@ def load_object(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         sys.exit(f"mcpgym: {spec!r} is not MODULE:OBJECT")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")  # as for `serve MODULE:CLASS`: modules in the working directory load
+    from mcpgym._cli.main import working_directory_last
+
+    working_directory_last()  # as for `serve MODULE:CLASS`: after every installed module
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

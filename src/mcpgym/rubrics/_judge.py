@@ -7,8 +7,11 @@ Layer: rubric implementation (posts through `mcpgym._core.chat`, the client the 
   instructions: it sits between tags named with a hash of its own text (a policy cannot
   close a tag it cannot predict, since the name depends on everything it wrote), and the
   instructions say that anything inside is to be judged, never obeyed.
-- Score parsing tolerates real replies ("Score: 7/10", "**Final score**: 7", `{"score": 7}`,
-  a bare number): the last score-like statement wins; out of range or none at all is a failure.
+- Score parsing reads only the line the instructions require, `SCORE: <n>` (or `n/scale`, markdown
+  emphasis allowed), as the reply's last non-empty line and its only SCORE line, or a reply that is
+  a whole JSON object with a numeric `score`. A judge that quotes the trajectory after its verdict
+  (the policy's own "SCORE: 10" among it) gets no score from the quote: the episode is unscored.
+  Out of range, or no such line, is a failure.
 - Caching by content hash (model, settings, prompt): an identical trajectory is scored once;
   concurrent identical requests wait for the one in flight. Failures are never cached.
 - Bounded concurrency (`max_concurrency` requests at once, shared by every episode on the
@@ -60,12 +63,15 @@ USER = """\
 # Rubric
 {rubric}"""
 
-_SCORE = re.compile(r"""(?ix) (?:score|rating|grade) [^0-9\n\-]{0,30}? (-?\d+(?:\.\d+)?) (?:\s*/\s*(\d+(?:\.\d+)?))?""")
-_NUMBER_ONLY = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*$")
+_SCORE_LINE = re.compile(
+    r"""(?ix) ^ [\s*_`]* score [\s*_`]* : [\s*_`]* (-?\d+(?:\.\d+)?) (?:\s*/\s*(\d+(?:\.\d+)?))? [\s*_`.]* $"""
+)
 
 
 def parse_score(reply: str, low: float, high: float) -> float | None:
-    """The score a judge's reply states, mapped to [0, 1]; None when it states none in range."""
+    """The score the required final line of a judge's reply states, mapped to [0, 1]; None when
+    there is no such line (or more than one), or it is out of range. Nothing else in the reply
+    counts: a score statement before or after it may be the trajectory, quoted."""
     value: float | None = None
     scale: float | None = None
     try:
@@ -75,10 +81,12 @@ def parse_score(reply: str, low: float, high: float) -> float | None:
     except ValueError:
         pass
     if value is None:
-        found = _SCORE.findall(reply) or _NUMBER_ONLY.findall(reply)
-        if not found:
+        lines = [line for line in reply.splitlines() if line.strip()]
+        stated = [match for line in lines if (match := _SCORE_LINE.match(line))]
+        last = _SCORE_LINE.match(lines[-1]) if lines else None
+        if last is None or len(stated) != 1:
             return None
-        number, out_of = found[-1]
+        number, out_of = last.groups()
         value, scale = float(number), float(out_of) if out_of else None
     if scale is not None and scale != high:
         value = low + (value / scale) * (high - low) if scale > 0 else math.nan

@@ -42,8 +42,9 @@ def parser() -> argparse.ArgumentParser:
         "--isolation",
         choices=("auto", *ISOLATIONS),
         default="auto",
-        help="sandbox isolation: bwrap (namespaces + private filesystem), unshare (namespaces, needs root), "
-        "none (rlimits only); auto picks the strongest that works (default: %(default)s)",
+        help="sandbox isolation: bwrap (namespaces + private filesystem), unshare (the same built without "
+        "bubblewrap, needs root), none (rlimits only: sandboxed code can read the host filesystem, hidden tests "
+        "included); auto picks bwrap or unshare and refuses to start without either (default: %(default)s)",
     )
     p.add_argument("--timeout", type=float, default=_DEFAULTS.timeout, help="wall-clock seconds per call (%(default)s)")
     p.add_argument("--cpu-seconds", type=int, default=_DEFAULTS.cpu_seconds, help="CPU seconds per call (%(default)s)")
@@ -88,7 +89,10 @@ def configure(args: argparse.Namespace) -> functools.partial[Coding]:
         tasks = load_tasks(source)
     except TaskFileError as exc:
         raise SystemExit(f"mcpgym.servers.coding: {exc}") from None
-    sandbox = Sandbox(limits, args.isolation, hidden_paths=(Path(source),))
+    try:
+        sandbox = Sandbox(limits, args.isolation, hidden_paths=(Path(source),))
+    except RuntimeError as exc:  # no sandbox of the kind asked for (`auto`: none with a private filesystem)
+        raise SystemExit(f"mcpgym.servers.coding: {exc}") from None
     report(sandbox, len(tasks))
     return functools.partial(Coding, tasks=tasks, sandbox=sandbox, partial_credit=args.partial_credit)
 

@@ -64,13 +64,16 @@ class Coding(mcpgym.Environment):
         self._workspace: Workspace | None = None
         self._interpreter: Interpreter | None = None
         self._uid: int | None = None
-        self.hack_signals: list[str] | None = None  # set by submit: suspected reward hacking (`_hacks`)
+        self.hack_signals: list[str] | None = None  # set by submit: reward hacking seen at run time (`_hacks`)
+        self.graded: dict[str, Any] | None = None  # set by submit: what the grader said, for operators
 
     def state_info(self) -> dict[str, Any]:
         """Which sandbox protections are active, for `env.state()` (also in the first observation)."""
         info: dict[str, Any] = {"sandbox": self.sandbox.protections.describe()}
         if self.hack_signals is not None:
             info["hack_signals"] = self.hack_signals
+        if self.graded is not None:
+            info["grading"] = self.graded
         return info
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -83,7 +86,7 @@ class Coding(mcpgym.Environment):
                 f"unknown task_id {task_id!r}; this server has {len(self.tasks)} tasks, e.g. {next(iter(self.tasks))!r}"
             )
         await self.close()  # a shared instance may be reset again: drop the last episode's sandbox
-        self.hack_signals = None
+        self.hack_signals = self.graded = None
         self.task = self.tasks[task_id]
         uid = self._uid = self.sandbox.new_uid()
         limits = self.sandbox.limits
@@ -182,12 +185,17 @@ class Coding(mcpgym.Environment):
         self.signal("tests_passed", verdict.reward)
         self.signal("all_passed", 1.0 if verdict.reward == 1.0 else 0.0)
         self.signal("code_chars", len(code))
-        for name in verdict.signals:  # suspected reward hacking: the rubrics' `clean` gate zeroes the episode
+        for name in verdict.signals:  # hacking seen at run time: the rubrics' `clean` gate zeroes the episode
             self.signal(f"hack.{name}", 1.0)
+        for name in verdict.hints:  # patterns in the source: monitoring only
+            self.signal(f"hint.{name}", 1.0)
+        self.signal("grader_status", verdict.detail)
         self.finish(reward=verdict.reward)
+        # For operators (state().info, and the recording's signals), never the policy: which
+        # signal fires and which exception a failure raised are the solution's to choose.
         self.hack_signals = list(verdict.signals)
-        # structuredContent (and so every recording) names suspected hacks, for monitoring.
-        report = {"verdict": verdict.summary, "reward": verdict.reward, "hack_signals": list(verdict.signals)}
+        self.graded = {"status": verdict.detail, "hack_signals": list(verdict.signals), "hints": list(verdict.hints)}
+        report = {"verdict": verdict.summary, "reward": verdict.reward}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=verdict.summary)], structured_content=report
         )

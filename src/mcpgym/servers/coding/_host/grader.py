@@ -32,7 +32,7 @@ import anyio.lowlevel
 from mcpgym.servers.coding._host import scratch as scratch
 from mcpgym.servers.coding._host.cgroups import Group
 from mcpgym.servers.coding._host.process import _children, _signal
-from mcpgym.servers.coding._host.sandbox import SANDBOX_WORKSPACE, Limits, Sandbox
+from mcpgym.servers.coding._host.sandbox import Limits, Sandbox
 from mcpgym.servers.coding._host.workspace import make_shared, mount_tmpfs, remove_tree, unmount
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -83,7 +83,7 @@ class _Zygote:
         assert process.stdin is not None and process.stdout is not None
         os.set_blocking(process.stdin.fileno(), False)
         os.set_blocking(process.stdout.fileno(), False)
-        inside = SANDBOX_WORKSPACE if sandbox.protections.isolation == "bwrap" else str(root)
+        inside = sandbox.workdir(root)
         return cls(process, root, inside, loop, group)
 
     async def ask(self, request: dict[str, object]) -> str:
@@ -167,7 +167,11 @@ def _write_request(directory: Path, request: dict[str, object], uid: int | None,
     """`solution.json` and `tests.json` (0400, the zygote's: read and unlinked before any submitted
     code runs) and `work/`, the solution's only writable directory: its uid's, and a tmpfs of its
     own (`workspace_bytes`) when the server may mount, so no submission can fill another's space."""
-    directory.chmod(0o711)
+    if uid is not None:  # only the submission's uid (its group) may pass: no other reaches its `work/`
+        os.chown(directory, 0, uid)
+        directory.chmod(0o710)
+    else:
+        directory.chmod(0o711)
     for name, body in (
         ("solution.json", {key: request[key] for key in _SOLUTION_KEYS}),
         ("tests.json", {key: value for key, value in request.items() if key != "code"}),

@@ -58,6 +58,7 @@ class Interpreter:
             if isinstance(started, Execution):  # died starting: say what it printed
                 return _reply(started, notice, self.sandbox)
             self._worker = started
+        self._worker.resume()
         try:
             execution = await self._worker.execute(code)
         except BaseException:
@@ -67,6 +68,7 @@ class Interpreter:
             self._restarted = True
         else:
             self._worker.sweep()  # the call is over: so is everything it started
+            self._worker.pause()  # and its threads wait for the next call, stopped
         return _reply(execution, notice, self.sandbox)
 
     async def _start(self) -> WorkerProcess | Execution:
@@ -114,7 +116,11 @@ class Verdict:
     reward: float
     summary: str
     signals: tuple[str, ...] = ()
-    """Suspected reward hacking (`_hacks.SIGNALS`): static ones from the source, runtime ones from the grader."""
+    """Reward hacking the grader saw the submission attempt at run time (`_hacks.RUNTIME`)."""
+    hints: tuple[str, ...] = ()
+    """Patterns in the source that hacks use (`_hacks.STATIC`): for monitoring, never a verdict."""
+    detail: str = ""
+    """The grader's own status line (exception names included): for operators, never the policy."""
 
 
 async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = False) -> Verdict:
@@ -138,10 +144,11 @@ async def grade(sandbox: Sandbox, task: Task, code: str, *, partial: bool = Fals
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    line = status
     status, _, flags = status.partition(" !")
     verdict = _verdict(status, sandbox, checks)
-    signals = tuple(hacks.combine(static, tuple(flag for flag in flags.split(",") if flag)))
-    return Verdict(verdict.reward, verdict.summary, signals)
+    signals = tuple(hacks.runtime(flag for flag in flags.split(",") if flag))
+    return Verdict(verdict.reward, verdict.summary, signals, tuple(sorted(static)), line)
 
 
 def count_checks(test: str) -> int:
@@ -156,7 +163,9 @@ def count_checks(test: str) -> int:
 
 def _verdict(status: str, sandbox: Sandbox, checks: int | None) -> Verdict:
     """The reward for a status line of the test process (which runs no submitted code). A
-    `partial k/M` still counts only with partial credit on and M the server's own count."""
+    `partial k/M` still counts only with partial credit on and M the server's own count. The
+    summary, which the policy sees, is one of a fixed few: nothing in it is the solution's to
+    choose but the outcome itself (an exception's name would be ~6 bits a submission)."""
     if status == "timeout":
         return Verdict(0.0, f"failed: timed out after {sandbox.limits.timeout:g} s")
     if status == "exited":
@@ -175,6 +184,9 @@ def _verdict(status: str, sandbox: Sandbox, checks: int | None) -> Verdict:
         return Verdict(0.0, "failed: the test run crashed")  # a verdict of the other mode: never credited
     if kind == "passed":  # partial credit on, and a `check` without top-level asserts
         return Verdict(1.0, "passed: all hidden tests pass")
-    if kind == "failed":
-        return Verdict(0.0, f"failed: the hidden tests raised {detail}")
+    if kind == "failed":  # which exception is the solution's choice: bits it could carry out, so not said
+        return Verdict(0.0, FAILED)
     return Verdict(0.0, "failed: the test run crashed")
+
+
+FAILED = "failed: the hidden tests fail"

@@ -99,6 +99,7 @@ class WorkerProcess:
         self.sandbox = sandbox
         self.group = group
         self.baseline: set[int] = set()  # the group's processes before any user code: launcher and worker
+        self.paused: set[int] = set()  # stopped between calls (`pause`)
         self.killed = False
 
     @classmethod
@@ -158,6 +159,25 @@ class WorkerProcess:
                 return None
         await self.kill()
         return Execution(Ending.DIED, output=bytes(output.kept), exit_reason=await self._exit_reason())
+
+    def pause(self) -> None:
+        """Stop the sandbox's processes (SIGSTOP; the launcher aside) until `resume()`: between calls
+        the interpreter's threads (and, without a cgroup, what the call left running) burn no CPU."""
+        if self.group is not None:
+            pids = set(self.baseline)
+        else:
+            pids = {self.process.pid, *_descendants(self.process.pid)}
+        if self.sandbox.protections.namespaces:
+            pids.discard(self.process.pid)  # bwrap or unshare, outside; without namespaces, the worker itself
+        for pid in pids:
+            _signal(pid, lambda pid: os.kill(pid, signal.SIGSTOP))
+        self.paused = pids
+
+    def resume(self) -> None:
+        """Continue what `pause()` stopped (a stopped process cannot exit: the pids are still theirs)."""
+        for pid in self.paused:
+            _signal(pid, lambda pid: os.kill(pid, signal.SIGCONT))
+        self.paused = set()
 
     def sweep(self) -> int:
         """Kill what the last call left running (background processes, daemons); keep the worker."""
@@ -262,6 +282,15 @@ class WorkerProcess:
                 _signal(self.process.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
                 await self.process.wait()
             await self.process.aclose()
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        for child in _children(stack.pop()):
+            found.append(child)
+            stack.append(child)
+    return found
 
 
 def _children(pid: int) -> list[int]:

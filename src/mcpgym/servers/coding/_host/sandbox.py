@@ -7,9 +7,10 @@ missing is reported, never silently skipped):
 - `bwrap` (bubblewrap): new pid, network, IPC, UTS and mount namespaces; the sandbox sees
   only the Python installation, /usr, /etc and its own workspace (task files stay hidden);
   it dies with the server.
-- `unshare` (util-linux, needs root): new pid, network, IPC, UTS and mount namespaces, but
-  the host filesystem stays readable (permissions allowing).
-- `none`: a plain child process (own session) with resource limits only.
+- `unshare` (util-linux, needs root): the same namespaces and the same private filesystem, which
+  the sandboxed program builds itself in its mount namespace (`_sandboxed/confine.private_root`).
+- `none`: a plain child process (own session) with resource limits only: the host filesystem,
+  hidden tests included, is readable. Never chosen by `auto`, which refuses to start instead.
 
 In every mode the worker (a REPL) and each grading child of the grader zygote apply rlimits
 (memory, CPU, processes, file size) and a seccomp filter against user namespaces before any user
@@ -29,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +49,7 @@ SANDBOX_WORKSPACE = "/workspace"
 _PARTS = {"worker": ("confine", "worker"), "zygote": ("confine", "trial", "zygote")}
 # Each program is its modules' sources in a row (stdlib only; see _sandboxed/confine.py), run with `-c`.
 _SANDBOXED = Path(__file__).parent.parent / "_sandboxed"
+_CONFINE = (_SANDBOXED / "confine.py").read_text()
 _PROGRAMS = {
     name: "\n".join((_SANDBOXED / f"{part}.py").read_text() for part in parts) for name, parts in _PARTS.items()
 }
@@ -117,7 +120,8 @@ class Protections:
             ),
             "user_namespaces": "blocked (seccomp filter on unshare/clone/setns)",
             "grading": (
-                "tests in a process of their own; each submission in its own pid and IPC namespaces and tmpfs"
+                "tests in a process of their own; each submission in its own pid, IPC and network namespaces "
+                "and tmpfs; every assert runs, the policy sees a fixed reason"
                 if self.own_uid
                 else "tests in a process of their own; a fresh sandbox per submission"
             ),
@@ -171,6 +175,12 @@ class Sandbox:
             config["seccomp_applied"] = True
         if program == "zygote":
             config["spare"] = self.protections.own_uid  # a zygote shared by submissions (`_grader.py`)
+        if isolation == "unshare":
+            config["view"] = self.view(workspace)  # the sandboxed program builds it (`_confine.private_root`)
+        elif isolation == "none" and self.protections.own_uid:
+            config["hold_imports"] = True
+        if isolation == "none" and program == "worker":
+            config["parent"] = os.getpid()
         if isolation == "bwrap":
             python = str(self.python)
             # Not the zygote: it is started from a worker thread, and --die-with-parent
@@ -183,7 +193,11 @@ class Sandbox:
                 argv += ["--seccomp", str(seccomp_fd)]
             argv.append(python)
         else:
-            argv = [*_UNSHARE] if isolation == "unshare" else []
+            argv = []
+            if isolation == "unshare":
+                # A worker dies with the thread that started it, as under bwrap (`unshare --kill-child`
+                # passes that on to the namespace); not the zygote (see above).
+                argv = [*(_DIE_WITH_PARENT if program == "worker" else ()), *_UNSHARE]
             argv.append(str(self.python))
         # -S: no site-packages. Sandboxed code gets the standard library only, and the
         # interpreter starts in a fifth of the time (site processing dominates startup).
@@ -199,9 +213,34 @@ class Sandbox:
 
     def workdir(self, workspace: Path) -> str:
         """`workspace` as sandboxed code sees it (also its TMPDIR and HOME)."""
-        return SANDBOX_WORKSPACE if self.protections.isolation == "bwrap" else str(workspace)
+        return SANDBOX_WORKSPACE if self.protections.isolation != "none" else str(workspace)
+
+    def view(self, workspace: Path) -> dict[str, Any]:
+        """The private filesystem the sandbox sees (both launchers build the same one): the Python
+        installation, /usr and /etc read-only at their own paths, the workspace at /workspace, task
+        files under those trees covered by /dev/null. Parents made for a tree are 0755 (a dropped
+        uid must pass through them), and so is what bwrap makes (`--perms 0755 --dir`)."""
+        links: list[list[str]] = []
+        trees: list[Path] = [Path("/usr"), Path("/etc")]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            link = Path("/") / name
+            if link.is_symlink():
+                links.append([os.readlink(link), str(link)])
+            elif link.is_dir():
+                trees.append(link)
+        for tree in (self.prefix, self.python.parent, self.libdir):
+            if tree is not None and not any(tree.is_relative_to(done) for done in trees):
+                trees.append(tree)
+        masks = [str(hidden) for hidden in self.hidden_paths if any(hidden.is_relative_to(t) for t in trees)]
+        return {
+            "ro": [[str(tree), str(tree)] for tree in trees],
+            "links": links,
+            "masks": masks,
+            "workspace": [str(workspace), SANDBOX_WORKSPACE],
+        }
 
     def _bwrap(self, workspace: Path, *, die_with_parent: bool, caps: tuple[str, ...] = ()) -> list[str]:
+        view = self.view(workspace)
         args = [
             "bwrap",
             *(["--die-with-parent"] if die_with_parent else []),
@@ -218,12 +257,6 @@ class Sandbox:
             "--cap-add",
             "CAP_SETGID",
             *(arg for cap in caps for arg in ("--cap-add", cap)),
-            "--ro-bind",
-            "/usr",
-            "/usr",
-            "--ro-bind",
-            "/etc",
-            "/etc",
             "--proc",
             "/proc",
             "--dev",
@@ -237,29 +270,24 @@ class Sandbox:
             "--remount-ro",
             "/tmp",
             "--bind",
-            str(workspace),
-            SANDBOX_WORKSPACE,
+            *view["workspace"],
         ]
-        for name in ("bin", "lib", "lib64", "sbin"):
-            link = Path("/") / name
-            if link.is_symlink():
-                args += ["--symlink", os.readlink(link), str(link)]
-            elif link.is_dir():
-                args += ["--ro-bind", str(link), str(link)]
-        mounted = [Path("/usr"), Path("/etc")]
-        for tree in (self.prefix, self.python.parent, self.libdir):
-            if tree is None or any(tree.is_relative_to(done) for done in mounted):
-                continue
+        for target, path in view["links"]:
+            args += ["--symlink", target, path]
+        bound: list[Path] = []
+        made: set[Path] = set()
+        for source, path in view["ro"]:
+            tree = Path(path)
             # At its own path (a shared libpython is found through the interpreter's rpath). bwrap
             # makes missing parents 0700, which a dropped uid cannot enter: make them 0755 first.
             for parent in reversed(tree.parents[:-1]):
-                if not any(parent.is_relative_to(done) for done in mounted):
+                if parent not in made and not any(parent.is_relative_to(done) for done in bound):
                     args += ["--perms", "0755", "--dir", str(parent)]
-            args += ["--ro-bind", str(tree), str(tree)]
-            mounted.append(tree)
-        for hidden in self.hidden_paths:
-            if any(hidden.is_relative_to(tree) for tree in mounted):
-                args += ["--ro-bind", "/dev/null", str(hidden)]
+                    made.add(parent)
+            args += ["--ro-bind", source, path]
+            bound.append(tree)
+        for hidden in view["masks"]:
+            args += ["--ro-bind", "/dev/null", hidden]
         return args
 
 
@@ -280,25 +308,54 @@ def _interpreter(python: Path | None) -> tuple[Path, Path, Path | None]:
     return Path(executable).resolve(), Path(prefix).resolve(), Path(libdir).resolve() if libdir else None
 
 
-_UNSHARE = ["unshare", "--pid", "--net", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc"]
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
+# Slave propagation: mounts the server makes later under a bound directory (each submission's
+# tmpfs) show inside; nothing mounted inside is seen outside.
+_UNSHARE = [
+    "unshare",
+    "--pid",
+    "--net",
+    "--ipc",
+    "--uts",
+    "--mount",
+    "--propagation",
+    "slave",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+]
+
+
+AUTO: tuple[Isolation, ...] = ("bwrap", "unshare")
+"""What `auto` tries: only modes whose sandboxed code sees a private filesystem (never the hidden tests)."""
+
+REFUSAL = (
+    "no sandbox with a private filesystem works here; install bubblewrap (apt-get install bubblewrap), "
+    "or run the server as root so it can build one itself in a mount namespace (--isolation unshare), or pass "
+    "--isolation none to accept a sandbox whose code can read the host filesystem, the hidden tests included"
+)
 
 
 @functools.cache
 def detect(limits: Limits, wanted: Isolation | Literal["auto"] = "auto") -> Protections:
-    """Probe the strongest isolation that works here (or check the one asked for)."""
+    """Probe the strongest isolation that works here (or check the one asked for). `auto` never
+    falls back to `none`: it refuses, saying what would work (`REFUSAL`)."""
     own_uid = os.geteuid() == 0
     warnings: list[str] = []
     if not own_uid:
         warnings.append(
             "server is not root: sandboxes share the server's uid (process limit counted per user namespace)"
         )
-    candidates = ISOLATIONS if wanted == "auto" else (wanted,)
+    candidates = AUTO if wanted == "auto" else (wanted,)
+    problems: list[str] = []
     for isolation in candidates:
         problem = _probe(isolation)
         if problem is None:
-            return _protections(isolation, own_uid, limits, warnings)
-        warnings.append(f"{isolation} unavailable: {problem}")
-    raise RuntimeError(f"sandbox isolation {wanted!r} does not work here: {'; '.join(warnings)}")
+            return _protections(isolation, own_uid, limits, warnings + problems)
+        problems.append(f"{isolation} unavailable: {problem}")
+    if wanted == "auto":
+        raise RuntimeError(f"{REFUSAL} ({'; '.join(problems)})")
+    raise RuntimeError(f"sandbox isolation {wanted!r} does not work here: {'; '.join(problems)}")
 
 
 def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: list[str]) -> Protections:
@@ -310,11 +367,15 @@ def _protections(isolation: Isolation, own_uid: bool, limits: Limits, warnings: 
         namespaces: tuple[str, ...] = ()
     else:
         namespaces = ("pid", "net", "ipc", "uts", "mount")
-    if isolation == "bwrap":
-        filesystem = "restricted: Python installation, /usr and /etc read-only; workspace read-write; /tmp read-only"
+    if isolation != "none":
+        builder = "bubblewrap" if isolation == "bwrap" else "the sandbox itself, in its own mount namespace"
+        filesystem = (
+            "restricted: Python installation, /usr and /etc read-only; workspace read-write; /tmp read-only "
+            f"(built by {builder})"
+        )
     else:
-        filesystem = "HOST FILESYSTEM READABLE (as permissions allow); workspace read-write"
-        warnings.append(f"{isolation}: the host filesystem is visible to sandboxed code (task files included)")
+        filesystem = "HOST FILESYSTEM READABLE (as permissions allow), HIDDEN TESTS INCLUDED; workspace read-write"
+        warnings.append("none: the host filesystem is visible to sandboxed code (task files included)")
     cgroups = _cgroups.detect()
     if isinstance(cgroups, str):
         warnings.append(
@@ -337,9 +398,9 @@ def _probe(isolation: Isolation) -> str | None:
     """None if a trivial command runs under `isolation`, else why not."""
     if isolation == "none":
         return None
-    tool = "bwrap" if isolation == "bwrap" else "unshare"
-    if shutil.which(tool) is None:
-        return f"`{tool}` is not installed"
+    for tool in ("bwrap",) if isolation == "bwrap" else ("unshare", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed"
     if isolation == "bwrap":
         argv = [
             "bwrap",
@@ -354,12 +415,19 @@ def _probe(isolation: Isolation) -> str | None:
             "/dev",
             "true",
         ]
-    else:
-        argv = [*_UNSHARE, "true"]
+    else:  # the namespaces, and the private filesystem the sandboxed programs build in them
+        workspace = tempfile.mkdtemp(prefix="mcpgym-probe-")
+        view = {"ro": [["/usr", "/usr"]], "links": [], "masks": [], "workspace": [workspace, SANDBOX_WORKSPACE]}
+        source = f"{_CONFINE}\nprivate_root({view!r})\nos.stat('/workspace')"
+        argv = [*_DIE_WITH_PARENT, *_UNSHARE, str(_interpreter(None)[0]), "-I", "-S", "-c", source]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
+    finally:
+        if isolation == "unshare":
+            os.rmdir(workspace)
     if done.returncode != 0:
-        return done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit status {done.returncode}"
     return None

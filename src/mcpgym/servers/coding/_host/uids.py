@@ -116,8 +116,14 @@ def _still_linked(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
+LOCK_DIRECTORY_VARIABLE = "MCPGYM_UID_LOCK_DIR"
+"""Names the lock directory instead (tests: their claims and lock files stay out of the host's)."""
+
+
 def _lock_directory() -> Path:
-    for directory in (Path("/run/mcpgym/uid"), Path(tempfile.gettempdir()) / "mcpgym-uid"):
+    override = os.environ.get(LOCK_DIRECTORY_VARIABLE)
+    candidates = [Path(override)] if override else [Path("/run/mcpgym/uid"), Path(tempfile.gettempdir()) / "mcpgym-uid"]
+    for directory in candidates:
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
@@ -125,7 +131,7 @@ def _lock_directory() -> Path:
         info = directory.lstat()
         if info.st_uid == os.geteuid() and not info.st_mode & 0o022:  # nobody else can plant locks there
             return directory
-    raise RuntimeError("no private directory for uid locks: /run/mcpgym/uid and $TMPDIR/mcpgym-uid are unusable")
+    raise RuntimeError(f"no private directory for uid locks: {', '.join(map(str, candidates))} unusable")
 
 
 def _uids_running() -> set[int]:

@@ -35,14 +35,16 @@ import resource
 import signal
 import socket
 import struct
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpgym.servers.coding._sandboxed.confine import CLONE_NEWIPC, set_dumpable, unshare
+    from mcpgym.servers.coding._sandboxed.confine import CLONE_NEWIPC, CLONE_NEWNET, close_from, set_dumpable, unshare
 
 VERDICT_FD = 3
 REQUEST_FD = 4  # the zygote's one request to a trial (see `trial`)
+OBSERVED_FD = 4  # in the solution's process: the write end of its observations pipe (see `Observer`)
 _MESSAGE_MAX = 16 << 20
 _HEADER = struct.Struct("!I")
 _CONTAINERS: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "f"}
@@ -131,6 +133,65 @@ def _raise_named(name: str) -> None:
 
 # ---- the solution's process ------------------------------------------------------------------
 
+_SYS_HOOKS = ("exit", "excepthook", "displayhook", "settrace", "setprofile", "_getframe", "modules", "stdout")
+_HEAP_EVENTS = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+
+
+class Observer:
+    """What the solution's process does that no honest solution needs, seen as it happens (an audit
+    hook, and what changed in `builtins` and `sys` after loading and after each call), and written
+    then to a pipe only the test process reads: what user code does later (hide its tracks, fake
+    more) cannot unsay it, and a name the test process does not know is dropped. Never read from
+    the source: an ordinary helper named `check`, a class with `__lt__`, `import inspect` or a
+    string that starts with "passed" is not an observation; these are what the code *did*."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._said: set[str] = set()
+        self._builtins = dict(vars(builtins))
+        self._sys = {name: getattr(sys, name, None) for name in _SYS_HOOKS}
+        self._modules = dict(sys.modules)
+        self._harness = globals()  # frames of this program are the harness's: the tests' callers
+        # Imports through held directories (`_confine.hold_imports`) open /proc/self/fd/N/...
+        self._imports = tuple(entry + "/" for entry in sys.path if entry.startswith("/proc/"))
+
+    def say(self, name: str) -> None:
+        if name not in self._said:
+            self._said.add(name)
+            with contextlib.suppress(OSError):
+                os.write(self._fd, name.encode() + b"\n")
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "sys._getframe":
+            if args and getattr(args[0], "f_globals", None) is self._harness:
+                self.say("frame_inspection")  # a frame of the harness (namedtuple's of the solution's are not)
+        elif event in _HEAP_EVENTS:
+            self.say("frame_inspection")
+        elif event.startswith("socket."):
+            self.say("opened_socket")
+        elif event == "ctypes.call_function" or event == "os.kill" or event == "os.killpg":
+            self.say("runner_tampering")
+        elif event == "open" and args and isinstance(args[0], str | bytes):
+            path = os.fsdecode(args[0])
+            if path.startswith("/proc") and not path.startswith(self._imports or ("\0",)):
+                self.say("runner_tampering")
+
+    def check(self) -> None:
+        """After loading and after each call: builtins and the interpreter's hooks as they were."""
+        now = vars(builtins)
+        if len(now) != len(self._builtins) or any(now.get(k, self) is not v for k, v in self._builtins.items()):
+            self.say("patches_builtins")
+        if any(getattr(sys, name, None) is not value for name, value in self._sys.items()):
+            self.say("patches_sys_modules")
+        for name, module in list(sys.modules.items()):
+            before = self._modules.get(name, self)
+            if before is self:
+                if getattr(module, "__spec__", None) is None:  # not imported: planted
+                    self.say("patches_sys_modules")
+                self._modules[name] = module
+            elif module is not before:
+                self.say("patches_sys_modules")
+
 
 def solution(sock: socket.socket, limits: dict[str, int]) -> None:
     """Wait for the submission, confine, run it, then answer calls until the test process is done.
@@ -145,16 +206,22 @@ def solution(sock: socket.socket, limits: dict[str, int]) -> None:
         os.environ["TMPDIR"] = os.environ["HOME"] = work
         random.seed()
         namespace: dict[str, Any] = {"__name__": "__main__"}
+        observer = Observer(OBSERVED_FD)
+        sys.addaudithook(observer.audit)
         try:
             exec(compile(submitted["code"], "<solution>", "exec"), namespace)
             function = namespace[submitted["entry_point"]]
         except BaseException as exc:
+            observer.check()
             send(sock, {"raise": builtin_name(exc)})
             return
+        observer.check()
         send(sock, {"ready": True})
         while True:
             request = receive(sock)
-            send(sock, _answer(function, request))
+            answer = _answer(function, request)
+            observer.check()
+            send(sock, answer)
     except BaseException:
         pass  # the channel broke, or user code broke this process: the test process sees EOF
     finally:
@@ -209,29 +276,60 @@ class Candidate:
 
 
 def count_asserts(source: str) -> tuple[ast.Module, int]:
-    """Partial credit: each top-level `assert` in `check` counts instead of stopping the run."""
+    """The tests with every `assert` of `check`, at any depth, recording its outcome and carrying
+    on instead of stopping the run: the solution, answering the calls, learns nothing from being
+    called again (all-or-nothing grading that stopped at the first failure told it the last
+    answer held). The top-level ones are counted (`__mcpgym_passed__`, partial credit); a nested
+    one that fails is recorded (`__mcpgym_failed__`). Assert messages are dropped: one that called
+    the candidate would call it only when the assert failed."""
     tree = ast.parse(source, "<tests>")
     total = 0
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
-            body: list[ast.stmt] = []
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assert):
-                    total += 1
-                    trial = ast.parse(
-                        "try:\n    pass\nexcept Exception:\n    pass\nelse:\n    __mcpgym_passed__[0] += 1"
-                    ).body[0]
-                    assert isinstance(trial, ast.Try)
-                    trial.body = [stmt]
-                    stmt = trial
-                body.append(stmt)
-            node.body = body
-    return ast.fix_missing_locations(tree), total
+            total += sum(isinstance(stmt, ast.Assert) for stmt in node.body)
+            node.body = _recorded(node.body, top=True)
+    return tree, total
+
+
+def _recorded(body: list[ast.stmt], *, top: bool) -> list[ast.stmt]:
+    """`body` with each assert recording its outcome (statement lists only: an assert is a statement)."""
+    done: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assert):
+            done.append(_recording(stmt, top))
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                setattr(stmt, name, _recorded(inner, top=False))
+        for handler in getattr(stmt, "handlers", ()):
+            handler.body = _recorded(handler.body, top=False)
+        for case in getattr(stmt, "cases", ()):
+            case.body = _recorded(case.body, top=False)
+        done.append(stmt)
+    return done
+
+
+def _recording(node: ast.Assert, top: bool) -> ast.stmt:
+    """`try: assert test` / `except Exception:` count a nested failure / `else:` count a top-level pass."""
+    counter = ast.Name("__mcpgym_passed__" if top else "__mcpgym_failed__", ast.Load())
+    index, one = ast.Constant(0), ast.Constant(1)
+    target = ast.Subscript(counter, index, ast.Store())
+    bump = ast.AugAssign(target, ast.Add(), one)
+    caught = ast.Name("Exception", ast.Load())
+    otherwise: ast.stmt = ast.Pass()
+    handler = ast.ExceptHandler(caught, None, [otherwise if top else bump])
+    check = ast.Assert(node.test, None)
+    recorded = ast.Try([check], [handler], [bump] if top else [], [])
+    made: list[ast.AST] = [recorded, check, handler, caught, otherwise, bump, target, counter, index, one]
+    for new in made:  # these only: the test's own expression keeps its locations
+        ast.copy_location(new, node)
+    return recorded
 
 
 def _prompt_namespace(prompt: str) -> dict[str, Any]:
     """The task's own helpers (HumanEval tests call some, e.g. `poly`), from the trusted prompt."""
-    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0]}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__mcpgym_passed__": [0], "__mcpgym_failed__": [0]}
     for source in (prompt, prompt + "    pass\n"):  # a prompt may stop at the signature
         try:
             code = compile(source, "<prompt>", "exec")
@@ -245,11 +343,40 @@ def _prompt_namespace(prompt: str) -> dict[str, Any]:
     return namespace
 
 
-def run_tests(task: dict[str, Any], sock: socket.socket) -> str:
-    """Grade: `passed`, `failed <Name>`, `partial k/n` or `exited`, then ` !signal,...` if any."""
+def run_tests(task: dict[str, Any], sock: socket.socket, observed: int | None = None) -> str:
+    """Grade: `passed`, `failed <Name>`, `partial k/n` or `exited`, then ` !signal,...` if any
+    (ours, and what the solution's `Observer` wrote on the `observed` pipe)."""
     signals: set[str] = set()
     status = _grade(task, sock, signals)
+    if observed is not None:
+        signals |= _observations(observed)
+    signals |= _sockets_left()
     return status + (f" !{','.join(sorted(signals))}" if signals else "")
+
+
+def _observations(fd: int) -> set[str]:
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(OSError):  # BlockingIOError: nothing (more) written
+        while chunk := os.read(fd, 1 << 16):
+            data += chunk
+            if len(data) > 1 << 16:
+                break
+    return {name for name in data.decode(errors="replace").split("\n") if name in OBSERVED}
+
+
+def _sockets_left() -> set[str]:
+    """Sockets in the submission's own network namespace beyond the pair to the solution (opened
+    natively, with no audit event, and still open): one read, the namespace's own count."""
+    try:
+        with open("/proc/self/net/sockstat", "rb") as table:
+            used = int(table.readline().split()[-1])  # b"sockets: used N"
+    except (OSError, ValueError, IndexError):
+        return set()
+    return {"opened_socket"} if used > 2 else set()
+
+
+OBSERVED = {"frame_inspection", "opened_socket", "runner_tampering", "patches_builtins", "patches_sys_modules"}
 
 
 def _grade(task: dict[str, Any], sock: socket.socket, signals: set[str]) -> str:
@@ -263,11 +390,8 @@ def _grade(task: dict[str, Any], sock: socket.socket, signals: set[str]) -> str:
             f"failed {ready['raise'] if type(ready['raise']) is str and ready['raise'].isidentifier() else 'Exception'}"
         )
     namespace = _prompt_namespace(task["prompt"])
-    total = 0
     try:
-        tests: Any = task["tests"]
-        if task["partial"]:
-            tests, total = count_asserts(tests)
+        tests, total = count_asserts(task["tests"])  # every assert runs; the verdict is decided at the end
         candidate = Candidate(sock, signals)
         namespace[task["entry_point"]] = candidate  # tests that call it by name get the proxy too
         exec(compile(tests, "<tests>", "exec"), namespace)
@@ -277,8 +401,11 @@ def _grade(task: dict[str, Any], sock: socket.socket, signals: set[str]) -> str:
         return "exited"
     except BaseException as exc:
         return f"failed {builtin_name(exc)}"
-    if total:
-        return f"partial {namespace['__mcpgym_passed__'][0]}/{total}"
+    passed, failed = namespace["__mcpgym_passed__"][0], namespace["__mcpgym_failed__"][0]
+    if failed or (passed < total and not task["partial"]):
+        return "failed AssertionError"
+    if total and task["partial"]:
+        return f"partial {passed}/{total}"
     return "passed"
 
 
@@ -302,10 +429,13 @@ def drop_to(uid: int | None) -> None:
 
 
 def _isolate() -> None:
-    """An IPC namespace of its own: SysV objects and POSIX message queues die with the submission.
+    """An IPC namespace of its own: SysV objects and POSIX message queues die with the submission;
+    and a network namespace of its own: no socket (abstract unix ones included) reaches another
+    submission's, so concurrent submissions of one task (a GRPO group) cannot search the expected
+    outputs together.
     (Not a mount namespace: tearing one down waits for an RCU grace period in the exit path, which
     doubled a submission's latency; the server mounts the submission's private tmpfs instead.)"""
-    unshare(CLONE_NEWIPC)
+    unshare(CLONE_NEWIPC | CLONE_NEWNET)
 
 
 _SAMPLE = "def f(xs, y=1.0):\n    assert [x for x in xs if x] == xs, 'x'\n    return {'a': (1, 2.0, 'b', None, True)}\n"
@@ -351,15 +481,20 @@ def trial(limits: dict[str, int], isolated: bool) -> None:
         # The solution's process is forked before anything of the task is known, so no test is
         # in its memory; it waits for its code on the socket.
         ours, theirs = socket.socketpair()
+        observed, observer = os.pipe()
         child = os.fork()
         if child == 0:
             ours.close()
+            os.close(observed)
             os.dup2(theirs.fileno(), VERDICT_FD)  # the verdict pipe's number: it is closed
             theirs.close()
+            os.dup2(observer, OBSERVED_FD)  # the request pipe's number: it is closed
+            os.set_blocking(OBSERVED_FD, False)  # a full pipe drops observations, never blocks
             sock = socket.socket(fileno=VERDICT_FD)
-            os.closerange(VERDICT_FD + 1, 1 << 16)  # the request pipe among them
+            close_from(OBSERVED_FD + 1)  # the request pipe among them
             solution(sock, limits)
         theirs.close()
+        os.close(observer)
         warm_up()
         request = _await_request()
         uid = request["uid"]
@@ -377,7 +512,7 @@ def trial(limits: dict[str, int], isolated: bool) -> None:
             set_dumpable(False)
             send(ours, {**submitted, "uid": uid, "work": f"{directory}/work"})
             task = json.load(tests_file)  # while the solution starts
-        status = run_tests(task, ours)
+        status = run_tests(task, ours, observed)
         if os.getpid() == pid:
             # Its exit (the kernel freeing its memory) then overlaps ours, instead of following it.
             with contextlib.suppress(OSError):

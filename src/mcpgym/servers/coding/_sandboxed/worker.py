@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     import signal as _signal  # the same functions and constants, typed
     from typing import Any
 
-    from mcpgym.servers.coding._sandboxed.confine import block_user_namespaces
+    from mcpgym.servers.coding._sandboxed.confine import (
+        block_user_namespaces,
+        die_with_parent,
+        hold_imports,
+        private_root,
+    )
 else:
     import _signal
 
@@ -48,15 +53,19 @@ def _confine(config: "dict[str, Any]") -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_lifetime_seconds"]))
     # Oversized writes then fail with OSError(EFBIG) in user code instead of killing the REPL.
     _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
+    if not config.get("seccomp_applied"):  # bwrap installs it when it launches us
+        block_user_namespaces()  # before the uid drop: ctypes may be out of the new uid's reach
     uid = config.get("uid")
     if uid is not None:
+        if config.get("hold_imports"):
+            hold_imports()  # no private view: the interpreter may be under a 0700 home
         # Root server: each sandbox gets a uid of its own, so the process-count limit is
         # counted per sandbox and no sandbox can signal another's processes.
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    if not config.get("seccomp_applied"):  # bwrap installs it when it launches us
-        block_user_namespaces()
+    if "parent" in config:  # no launcher to die with the server (`none`)
+        die_with_parent(config["parent"])
     os.chdir(config["cwd"])
     sys.path.insert(0, "")  # like an interactive prompt: modules in the workspace import (-I drops it)
 
@@ -116,6 +125,10 @@ def _leave_init() -> None:
     worker = os.fork()
     if worker == 0:
         _MAIN_PID = os.getpid()
+        # The OOM killer's first choice in an episode out of memory, not the init (whose death
+        # would end the namespace with no exit status to say why). Raising needs no capability.
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
         return
     while True:
         pid, status = os.waitpid(-1, 0)
@@ -135,6 +148,8 @@ def _reap() -> None:
 
 
 def main(config: "dict[str, Any]") -> None:
+    if "view" in config:  # under `unshare`: the private filesystem bwrap would have built
+        private_root(config["view"])
     if os.getpid() == 1:
         _leave_init()
     requests = os.fdopen(os.dup(0), "rb")
@@ -160,8 +175,8 @@ def main(config: "dict[str, Any]") -> None:
 
 
 def _literal(text: str) -> "Any":
-    """The config, a literal the server wrote with `repr()`: dicts, strings, numbers, booleans
-    and None (what `ast.literal_eval` reads, without importing `ast`). `repr()` writes a negative
+    """The config, a literal the server wrote with `repr()`: dicts, lists, strings, numbers,
+    booleans and None (what `ast.literal_eval` reads, without importing `ast`). `repr()` writes a negative
     number as a minus and a constant (`-1`: RLIM_INFINITY), and infinities and NaN as names."""
 
     def value(node: "Any") -> "Any":
@@ -169,6 +184,8 @@ def _literal(text: str) -> "Any":
             return node.value
         if isinstance(node, _ast.Dict):
             return {value(key): value(item) for key, item in zip(node.keys, node.values, strict=True)}
+        if isinstance(node, _ast.List):
+            return [value(item) for item in node.elts]
         if isinstance(node, _ast.UnaryOp) and isinstance(node.op, _ast.USub):
             number = value(node.operand)
             if type(number) in (int, float):

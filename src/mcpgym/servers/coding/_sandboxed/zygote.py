@@ -39,8 +39,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpgym.servers.coding._sandboxed.confine import CLONE_NEWPID, block_user_namespaces, setns, unshare
-    from mcpgym.servers.coding._sandboxed.trial import REQUEST_FD, VERDICT_FD, drop_to, trial
+    from mcpgym.servers.coding._sandboxed.confine import (
+        CLONE_NEWPID,
+        block_user_namespaces,
+        close_from,
+        hide_other_uids,
+        hold_imports,
+        private_root,
+        setns,
+        unshare,
+    )
+    from mcpgym.servers.coding._sandboxed.trial import OBSERVED, REQUEST_FD, VERDICT_FD, drop_to, trial
 
 # Imported once here so children do not pay for them (typing alone is ~10 ms with -S). The
 # zygote never runs user code; `random` is reseeded in every solution process.
@@ -48,7 +57,7 @@ for _module in ("bisect", "collections", "functools", "hashlib", "heapq", "itert
     __import__(_module)
 
 _VERDICT = re.compile(rb"(passed|failed [A-Za-z_]{1,64}|partial \d{1,9}/\d{1,9}|exited)( ![a-z_,]{1,200})?")
-_SIGNALS = {"solution_exited", "non_plain_return", "malformed_reply"}
+_SIGNALS = {"solution_exited", "non_plain_return", "malformed_reply", *OBSERVED}
 
 
 def _checked(data: bytes) -> str:
@@ -81,7 +90,7 @@ def _child(request_fd: int, verdict_fd: int, limits: dict[str, int], isolated: b
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         # Nothing of the zygote (its request/answer pipes, other children's pipes) stays reachable.
-        os.closerange(REQUEST_FD + 1, 1 << 16)
+        close_from(REQUEST_FD + 1)
         trial(limits, isolated)
     finally:
         os._exit(0)
@@ -200,6 +209,9 @@ class Zygote:
         self.isolated = self._fork_into_namespace()
         if self.isolated:
             self._back_to_own_namespace()
+            # Concurrent submissions see this /proc: each its own uid's processes only, or one could
+            # read what another writes in its /proc files (a process name, say).
+            hide_other_uids("/proc")
         print(f"isolated={int(self.isolated)}", flush=True)  # the first line the server reads
 
     def _fork_into_namespace(self) -> bool:
@@ -350,6 +362,10 @@ class Zygote:
 
 
 def main(config: dict[str, Any]) -> None:
+    if "view" in config:  # under `unshare`: the private filesystem bwrap would have built
+        private_root(config["view"])
+    elif config.get("hold_imports"):
+        hold_imports()  # submissions drop to a uid that may not reach the interpreter by path
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     zygote = Zygote(config)
     # Inherited by every child (user namespaces stay blocked for all submitted code); the zygote
