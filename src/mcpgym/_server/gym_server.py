@@ -44,6 +44,7 @@ from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
+from mcpgym._episode.tools import tools_ready
 from mcpgym._recording.recording import Recorder
 from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.http import http_app, serve_http
@@ -135,7 +136,7 @@ class GymServer:
         self._stdio = False
         self._sessions: dict[str, dict[str, Any]] = {}
         """Per HTTP session: its implicit episode (and the lock that starts it), until it ends."""
-        self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
+        self._tools: types.ListToolsResult | None = None  # on first use: a wrapped class's are listed late
         self.catalog = CatalogHandlers(factory, self._start_task)
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
@@ -159,6 +160,9 @@ class GymServer:
         # one out closes the episodes that are left.
         # Each entry is also a `Host` (what episodes hold across requests runs in its task group);
         # the last one out closes the episodes before its host goes.
+        # A tool table filled late (a wrapped server's) is filled here, off the event loop,
+        # so no request handler's read of it blocks the loop.
+        await tools_ready(self.env_cls)
         async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
             host = Host(held)
@@ -185,6 +189,9 @@ class GymServer:
         return None if spec is None else spec.definition.input_schema
 
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if self._tools is None:
+            await tools_ready(self.env_cls)
+            self._tools = types.ListToolsResult(tools=[s.definition for s in self.env_cls.__mcpgym_tools__.values()])
         return self._tools
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
