@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.tool_name_validation import validate_and_warn_tool_name
 
-from mcpgym._core.types import trusted
+from mcpgym._core.fastpath import trusted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
