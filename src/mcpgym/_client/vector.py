@@ -18,7 +18,9 @@ The contract, written once (Gymnasium's `VectorEnv`, with our step results):
   slot on the step after its episode ended, ignoring that step's action and returning the new
   episode's first observation with reward 0 and both flags False; `"same_step"` resets it
   within the ending step, returning the new episode's first result and the ended episode's
-  last one in `final[i]`; `"disabled"` never resets (use `reset(mask=...)`).
+  last one in `final[i]` (if that reset fails, `results[i]` is None and `errors[i]` says why,
+  while `final[i]`, the reward and the flags are still the ended step's); `"disabled"` never
+  resets (use `reset(mask=...)`).
 - `terminated` is the step's own `StepResult.terminated` ("ended on the task's own terms",
   as the environment stamped it).
 """
@@ -153,7 +155,7 @@ class AsyncVectorEnv:
         try:
             slot.result = await self.envs[i].reset(seed=seed, options=options)
         except Exception as exc:  # the slot carries it; the batch goes on
-            slot.error = exc
+            slot.result, slot.error = None, exc  # (same_step: not the ended step's result, now in `final`)
         self._seen_reset[i] = True
         self._ended[i] = False
 
