@@ -117,10 +117,12 @@ class InProcessDoor:
         # shared instance's own (read, never closed here).
         instance = self._shared if self._shared is not None else build(self._factory)
         try:
-            return list(await anyio.to_thread.run_sync(instance.catalog))[:limit]
+            tasks = list(await anyio.to_thread.run_sync(instance.catalog))[:limit]
         finally:
             if self._shared is None:
                 await _run_user(instance.close)
+        # As over MCP, where each prompt's text costs a `prompts/get` that `prompts=False` skips.
+        return tasks if prompts else [task.model_copy(update={"prompt": ""}) for task in tasks]
 
     async def _drop_episode(self) -> None:
         episode, self._episode = self._episode, None
