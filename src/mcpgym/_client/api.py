@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 TRANSPORT_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 """What a transport raises when the server is gone (a door's own, unmapped): each becomes
 `MCPError(CONNECTION_CLOSED)` naming the door's target."""
-_FAILURES = (MCPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+FAILURES = (MCPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 """What `AsyncEnv` maps: protocol errors and `TRANSPORT_ERRORS`."""
 
 
@@ -71,10 +71,10 @@ class AsyncEnv:
             # The server may have admitted the episode before we gave up: close it by the id we
             # minted rather than leave it to the idle timeout. Bounded, and a failure is moot.
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
-                with contextlib.suppress(*_FAILURES):
+                with contextlib.suppress(*FAILURES):
                     await self.door.close(episode_id)
             raise
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
         self.episode_id = episode_id
         return StepResult[Any](observation=result.observation, info=dict(result.info))
@@ -91,35 +91,35 @@ class AsyncEnv:
         # call_tool's body, not a call to it: one coroutine frame less per step.
         try:
             return await self.door.call(self._current(), action.tool_name, action.arguments)
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult[types.CallToolResult]:
         """`step(CallToolAction(tool_name=name, arguments=arguments))`, spelled shorter."""
         try:
             return await self.door.call(self._current(), name, arguments or {})
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def list_tools(self) -> list[types.Tool]:
         """The environment's tools, exactly as `tools/list` shows them to any MCP client."""
         try:
             return await self.door.list_tools()
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def state(self) -> EpisodeState:
         """Episode id, step count, cumulative reward, done flags of the current episode."""
         try:
             return await self.door.state(self._current())
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def list_tasks(self, *, limit: int | None = None, prompts: bool = True) -> list[Task]:
         """The environment's task catalog, in its order (at most `limit`); see `mcpgym.list_tasks`."""
         try:
             return await self.door.list_tasks(limit, prompts)
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def close_episode(self) -> EpisodeState | None:
@@ -131,7 +131,7 @@ class AsyncEnv:
         episode_id, self.episode_id = self.episode_id, None
         try:
             return await self.door.close(episode_id)
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fail(exc)
 
     async def aclose(self) -> None:
@@ -141,7 +141,7 @@ class AsyncEnv:
         finally:
             try:
                 await self.door.disconnect()
-            except _FAILURES as exc:
+            except FAILURES as exc:
                 self._fail(exc)
 
     async def __aenter__(self) -> Self:

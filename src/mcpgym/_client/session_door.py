@@ -13,12 +13,14 @@ concurrent episodes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND
 
+from mcpgym._core.batch import BatchStep, StepsParams, StepsRequest, StepsResult
 from mcpgym._core.errors import MCPError
 from mcpgym._core.protocol import (
     STEP_KEY,
@@ -51,6 +53,8 @@ class SessionDoor:
         self._target = target
         self.plain = False
         """The server has no mcpgym control plane (any other MCP server): tools still work."""
+        self.batches = True
+        """Until the server says otherwise, it answers `mcpgym/steps` (mcpgym._core.batch)."""
 
     def describe(self) -> tuple[str, str]:
         return self._target
@@ -100,6 +104,30 @@ class SessionDoor:
         # tenth of a step's CPU, would only repeat it (rfcs/0014-lean-client.md).
         params = types.CallToolRequestParams(name=name, arguments=arguments, _meta=episode_meta(episode_id))
         return await self.session.send_request(types.CallToolRequest(params=params), types.CallToolResult)
+
+    async def call_many(self, calls: Sequence[tuple[str, str, dict[str, Any]]]) -> list[ToolStep | MCPError] | None:
+        """Many episodes' calls, (episode id, tool, arguments) each, in one `mcpgym/steps` request:
+        per call its step or its own protocol error. None from a server without the method (or
+        none of ours): then step them one request each."""
+        if self.plain or not self.batches:
+            return None
+        steps = [BatchStep(episode=episode, name=name, arguments=arguments) for episode, name, arguments in calls]
+        try:
+            answer = await self.session.send_request(StepsRequest(params=StepsParams(steps=steps)), StepsResult)
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise
+            self.batches = False
+            return None
+        outcomes: list[ToolStep | MCPError] = []
+        for outcome in answer.results:
+            if outcome.result is not None:
+                outcomes.append(stepped(outcome.result))
+                continue
+            error = outcome.error or types.ErrorData(code=INVALID_PARAMS, message="The server answered nothing")
+            refused = MCPError(error.code, error.message, error.data)
+            outcomes.append(_unknown_tool(refused) or refused)  # an unknown tool is its counted step, as in `call`
+        return outcomes
 
     async def list_tools(self) -> list[types.Tool]:
         tools: list[types.Tool] = []
