@@ -14,7 +14,9 @@ episode count:
 - `connect-own`: the door `connect(url)` was before #22, one `mcp.Client` per episode through
   our code (`HTTPDoor(url, share=False)`, also what a handshake-era server still gets);
 - `shared`: one `mcpgym.SharedClient`, one episode env per episode (the lean path, held open);
-- `vector`: `mcpgym.connect_vector(url, n)`, one batch `step()` per round.
+- `vector`: `mcpgym.connect_vector(url, n)`, one batch `step()` per round: one `mcpgym/steps`
+  request for all n slots (rfcs/0019-doors.md);
+- `vector-slots`: the same with `batch=False`, one `tools/call` per slot.
 
 Client CPU is this process's CPU time over the measured window divided by the steps taken
 (the server's CPU is its own process's). A final check drives 2,048 concurrent episodes
@@ -43,7 +45,7 @@ from mcpgym._core.protocol import ResetParams, ResetRequest, ResetResult, episod
 Step = Callable[[], Awaitable[int]]
 """Take one round; return how many steps it took (1, or n for a vector batch)."""
 
-CLIENTS = ("mcp.Client", "connect", "connect-own", "shared", "vector")
+CLIENTS = ("mcp.Client", "connect", "connect-own", "shared", "vector", "vector-slots")
 ACTION = mcpgym.CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
 
 
@@ -114,8 +116,8 @@ async def _envs(url: str, n: int, kind: str) -> AsyncIterator[list[Step]]:
 
 
 @asynccontextmanager
-async def _vector(url: str, n: int) -> AsyncIterator[list[Step]]:
-    async with mcpgym.connect_vector(url, n) as envs:
+async def _vector(url: str, n: int, batch: bool) -> AsyncIterator[list[Step]]:
+    async with mcpgym.connect_vector(url, n, batch=batch) as envs:
         await envs.reset()
         actions = [ACTION] * n
 
@@ -131,8 +133,8 @@ async def _vector(url: str, n: int) -> AsyncIterator[list[Step]]:
 def _clients(kind: str, url: str, n: int, ours: bool) -> AbstractAsyncContextManager[list[Step]]:
     if kind == "mcp.Client":
         return _sdk_clients(url, n, ours)
-    if kind == "vector":
-        return _vector(url, n)
+    if kind in ("vector", "vector-slots"):
+        return _vector(url, n, batch=kind == "vector")
     return _envs(url, n, kind)
 
 
@@ -223,12 +225,13 @@ def _ratios(rows: list[Row], counts: list[int]) -> None:
     print("\nRatios (this run):")
     for n in counts:
         sdk, lean, own = by[("ours", "mcp.Client", n)], by[("ours", "connect", n)], by[("ours", "connect-own", n)]
-        shared, vec = by[("ours", "shared", n)], by[("ours", "vector", n)]
+        shared, vec, slots = by[("ours", "shared", n)], by[("ours", "vector", n)], by[("ours", "vector-slots", n)]
         print(
             f"  {n:>4} episodes, our server, client CPU/step vs mcp.Client: "
             f"connect {lean.client_us / sdk.client_us:.2f}"
             f" (target <= 0.33), connect-own (before #22) {own.client_us / sdk.client_us:.2f}, "
-            f"shared {shared.client_us / sdk.client_us:.2f}, vector {vec.client_us / sdk.client_us:.2f}; "
+            f"shared {shared.client_us / sdk.client_us:.2f}, vector {vec.client_us / sdk.client_us:.2f} "
+            f"(one request per slot: {slots.client_us / sdk.client_us:.2f}); "
             f"server CPU/step connect/connect-own {lean.server_us / own.server_us:.2f}"
         )
     if 64 in counts:

@@ -1,8 +1,8 @@
 """The door contract (rfcs/0019-doors.md), run over every door: reset, step, close, state,
 errors, the task catalog and rubric components behave the same whether the environment is
 in-process, behind the SDK's in-memory transport, a stdio command, streamable HTTP (the lean
-connection a process shares, a held-open `SharedClient`, an `mcp.Client` on a handshake-era
-session) or a pool of servers."""
+connection a process shares, a held-open `SharedClient`, a handshake-era session) or a pool of
+servers."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from tests.envs import Catalogued
 
 pytestmark = pytest.mark.anyio
 
-KINDS = (*DOORS, "http-legacy", "pool")
-"""`mcpgym.testing.DOORS`, and two more: `mode="legacy"` (the `mcp.Client` door on a
-handshake-era session) and a `Pool` of one server."""
+KINDS = (*DOORS, "http-legacy", "http-own", "pool")
+"""`mcpgym.testing.DOORS`, and three more: `mode="legacy"` (the lean HTTP connection on a
+handshake-era session), an HTTP door with its own `mcp.Client` (what an event loop other than
+asyncio gets, where aiohttp cannot run) and a `Pool` of one server."""
 
 
 @contextlib.asynccontextmanager
@@ -34,6 +35,9 @@ async def opened(kind: str) -> AsyncIterator[mcpgym.AsyncEnv]:
     """A connected env for `Catalogued` behind door `kind`."""
     if kind == "pool":
         async with serve_gym(Catalogued) as (_, url), Pool([url]).connect() as env:
+            yield env
+    elif kind == "http-own":
+        async with serve_gym(Catalogued) as (_, url), mcpgym.AsyncEnv(HTTPDoor(url, share=False)) as env:
             yield env
     elif kind == "http-legacy":
         async with serve_gym(Catalogued) as (_, url), mcpgym.connect(url, mode="legacy") as env:
@@ -132,7 +136,10 @@ async def test_each_kind_is_the_door_it_names(kind: str) -> None:
         elif kind in ("http", "shared-http"):
             assert isinstance(what, HTTPDoor) and what.lean and env.session.protocol_version == "2026-07-28"
         elif kind == "http-legacy":
-            assert isinstance(what, HTTPDoor) and not what.lean and env.client.protocol_version < "2026"
+            # The same lean connection, on a handshake-era session (its id on every request).
+            assert isinstance(what, HTTPDoor) and what.lean and (env.session.protocol_version or "") < "2026"
+        elif kind == "http-own":
+            assert isinstance(what, HTTPDoor) and not what.lean and env.client.protocol_version == "2026-07-28"
         elif kind == "pool":
             assert isinstance(what, PoolDoor)
         else:  # memory, stdio

@@ -255,12 +255,14 @@ async def test_a_request_slower_than_read_timeout_is_a_timeout_error() -> None:
             env.episode_id = None  # (its close would wait for the hung call: the server ends it)
 
 
-async def test_legacy_mode_and_in_process_targets_share_nothing() -> None:
-    async with serve_gym(Echo) as (_, url), mcpgym.SharedClient(url, mode="legacy") as shared:
-        assert shared.door is None and isinstance(shared.connect().door, HTTPDoor)
-        async with shared.connect() as env:
-            assert isinstance(env.door, HTTPDoor) and not env.door.lean and env.client is not None
-            assert (await env.reset(seed=0)).observation["target"] == "orbit"
+async def test_a_handshake_era_session_is_shared_too_and_in_process_targets_share_nothing() -> None:
+    async with serve_gym(Echo) as (gym, url), mcpgym.SharedClient(url, mode="legacy") as shared:
+        assert shared.lean  # one session (its id on every request) for every episode, as on 2026-07-28
+        async with shared.connect() as a, shared.connect() as b:
+            assert a.session is b.session and (a.session.protocol_version or "") < "2026"
+            assert (await a.reset(seed=0)).observation["target"] == "orbit"
+            assert (await b.reset(seed=1)).observation["target"] != "orbit"
+            assert len(gym.registry) == 2
     async with mcpgym.SharedClient(Counter) as shared:
         assert shared.door is None
         async with shared.connect() as a, shared.connect() as b:

@@ -2,10 +2,10 @@
 
 Layer: client door. `connect()` takes a lease on the process's lean connection to the server
 (`mcpgym._client.lean`: one aiohttp pool and one `ClientSession` for every episode of the
-process, however each was opened); `disconnect()` gives it back. Where there is no lean path
-(a handshake-era server, `mode="legacy"`, another anyio backend than asyncio) it opens its own
-`ClientDoor` (an `mcp.Client` on the SDK's httpx transport) instead, as `connect(url)` always
-did. Either way the primitives are `SessionDoor`'s, so the wire is the same (rfcs/0019-doors.md).
+process, however each was opened, of either protocol era); `disconnect()` gives it back. On an
+anyio backend other than asyncio (aiohttp needs asyncio), or with `share=False`, it opens its own
+`ClientDoor` (an `mcp.Client` on the SDK's httpx transport) instead, as `connect(url)` did
+before #22. Either way the primitives are `SessionDoor`'s, so the wire is the same (rfcs/0019-doors.md).
 """
 
 from __future__ import annotations

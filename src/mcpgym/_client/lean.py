@@ -1,5 +1,6 @@
 """The lean HTTP connections a process shares: one `ClientSession` on `HTTPDispatcher` per
-(server, options, event loop), leased by every door that reaches that server.
+(server, options, event loop), leased by every door that reaches that server, of either era
+(a 2026-07-28 server by `server/discover`, a handshake-era one by `initialize` and its session).
 
 Layer: client transport owner, below `mcpgym._client.http_door`. On the 2026-07-28 wire every
 request is self-contained and names its episode in `_meta` (rfcs/0001), so nothing ties an
@@ -42,8 +43,6 @@ class _Entry:
     users: int = 0
     door: SessionDoor | None = None
     dispatcher: HTTPDispatcher | None = None
-    legacy: bool = False
-    """The server answered the discover probe as a handshake-era server: nothing to share."""
 
 
 _OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Key, _Entry]] = weakref.WeakKeyDictionary()
@@ -88,10 +87,11 @@ async def lease(
     connections: int = DEFAULT_CONNECTIONS,
 ) -> Lease | None:
     """A lease on this process's lean connection to `url` (opened by the first lease); None
-    where there is no lean path: not on asyncio (aiohttp's loop), `mode="legacy"`, or a server
-    that only speaks the handshake era. Raises `MCPError` when the server cannot be reached."""
+    where there is no lean path: not on asyncio (aiohttp's loop). A handshake-era server (or
+    `mode="legacy"`) gets one session, shared the same way. Raises `MCPError` when the server
+    cannot be reached."""
     loop = running_loop()
-    if loop is None or mode == "legacy":
+    if loop is None:
         return None
     table = _OPEN.setdefault(loop, {})
     k = key(url, mode=mode, read_timeout=read_timeout, headers=headers, connections=connections)
@@ -100,14 +100,11 @@ async def lease(
     held = Lease(table, k, entry)
     try:
         async with entry.lock:  # concurrent first users wait for the one opening it
-            if entry.door is None and not entry.legacy:
+            if entry.door is None:
                 await _open(entry, url, mode, read_timeout, headers, connections)
     except BaseException:
         await held.release()
         raise
-    if entry.legacy:
-        await held.release()
-        return None
     held.door = entry.door
     return held
 
@@ -122,10 +119,9 @@ async def _open(
         # mcpgym server sends clients that do not name their episodes to the handshake era.
         gym: dict[str, dict[str, Any]] = {EXTENSION_ID: {}}
         session = ClientSession(dispatcher=dispatcher, read_timeout_seconds=read_timeout, extensions=gym)
-        if not await _negotiate(session, mode):
-            entry.legacy = True
-            await dispatcher.aclose()
-            return
+        if mode == "legacy" or not await _negotiate(session, mode):
+            dispatcher.handshake = True  # the handshake era: one session, its id on every request
+            await session.initialize()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await dispatcher.aclose()

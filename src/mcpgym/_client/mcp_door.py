@@ -1,8 +1,8 @@
 """`ClientDoor`: an environment server behind one official `mcp.Client`.
 
 Layer: client door. For a command (stdio), a server object (the SDK's in-memory transport),
-and the HTTP servers the lean path does not take (a handshake-era server, another anyio
-backend than asyncio: `mcpgym._client.http_door`). The primitives are `SessionDoor`'s over the
+and HTTP where the lean path cannot go (an anyio backend other than asyncio:
+`mcpgym._client.http_door`). The primitives are `SessionDoor`'s over the
 client's session; this module only opens and closes the client. The episode id rides in
 `_meta` on every request and, over HTTP, in the `Mcpgym-Episode` header too, so a router can
 pin an episode to the replica that holds it (rfcs/0001-protocol-mapping.md).

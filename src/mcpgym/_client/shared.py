@@ -11,11 +11,12 @@ other MCP targets, is the one connection they share:
 
 - a streamable-HTTP URL of a 2026-07-28 server: a lease on the lean connection (the SDK's
   `ClientSession` on `HTTPDispatcher`: one aiohttp keep-alive pool, one POST per request,
-  `Mcpgym-Episode` set per request from `_meta`). See rfcs/0014-lean-client.md.
+  `Mcpgym-Episode` set per request from `_meta`). See rfcs/0014-lean-client.md. A
+  handshake-era server gets one session (its id on every request), shared the same way.
 - a stdio command or an in-memory server: one `mcp.Client` (one server process for all
   episodes over stdio), each episode an `AsyncEnv` borrowing it.
-- a handshake-era HTTP server, a non-asyncio event loop, an in-process environment or a pool:
-  nothing to share at this layer, so `connect()` returns exactly what `mcpgym.connect` would.
+- a non-asyncio event loop, an in-process environment or a pool: nothing to share at this
+  layer, so `connect()` returns exactly what `mcpgym.connect` would.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class SharedClient:
                 error = group.exceptions[0]
                 raise error from error.__cause__
             if isinstance(door, HTTPDoor) and not door.lean:
-                await door.disconnect()  # handshake era: one `mcp.Client` per episode, as before
+                await door.disconnect()  # not on asyncio: one `mcp.Client` per episode, as before
                 door = None
         self.door, self._open, self._loop = door, True, running_loop()
         return self
