@@ -24,6 +24,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
+from mcpgym._core.batch import STEPS_METHOD, StepsParams, StepsResult
 from mcpgym._core.errors import INVALID_PARAMS, MCPError
 from mcpgym._core.protocol import (
     CLOSE_METHOD,
@@ -45,6 +46,7 @@ from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
 from mcpgym._recording.recording import Recorder
+from mcpgym._server.batch import run_steps
 from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.http import http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
@@ -77,13 +79,14 @@ class GymExtension(Extension):
         self.registry = registry
 
     def settings(self) -> dict[str, Any]:
-        return {"methods": [RESET_METHOD, STATE_METHOD, CLOSE_METHOD], "episodeMetaKey": EPISODE_KEY}
+        return {"methods": [RESET_METHOD, STATE_METHOD, CLOSE_METHOD, STEPS_METHOD], "episodeMetaKey": EPISODE_KEY}
 
     def methods(self) -> Sequence[MethodBinding]:
         return (
             MethodBinding(RESET_METHOD, ResetParams, self._reset),
             MethodBinding(STATE_METHOD, EpisodeParams, self._state),
             MethodBinding(CLOSE_METHOD, EpisodeParams, self._close),
+            MethodBinding(STEPS_METHOD, StepsParams, self._steps),
         )
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
@@ -105,6 +108,9 @@ class GymExtension(Extension):
 
     async def _close(self, ctx: Ctx, params: EpisodeParams) -> CloseResult:
         return CloseResult(state=await self.registry.close(require_episode_id(ctx), session_of(ctx)))
+
+    async def _steps(self, ctx: Ctx, params: StepsParams) -> StepsResult:
+        return await run_steps(self.registry, params, session_of(ctx))
 
 
 class GymServer:
