@@ -21,7 +21,7 @@ import pytest
 
 import mcpgym
 from mcpgym.testing import transcript as _script
-from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, wrap
+from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, prepare, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
 from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
@@ -272,7 +272,7 @@ async def test_filtered_and_renamed_tools() -> None:
         wrong = await env.call_tool("bump", {"by": "many"})
         assert wrong.is_error and not wrong.done  # the wrapped server's own validation, passed through
     with pytest.raises(ValueError, match="no tool 'nope'"):
-        wrap(SERVER, tools=["nope"])
+        await prepare(wrap(SERVER, tools=["nope"]))  # known once the server is listed
 
 
 def _write(path: str, text: str) -> None:
@@ -336,7 +336,7 @@ async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str)
 
 async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"wrap_server.py --exit-at-once exited before it answered initialize"):
-        wrap([*SERVER, "--exit-at-once"])
+        await prepare(wrap([*SERVER, "--exit-at-once"]))
     flag = tmp_path / "refuse"
     Env = wrap([*SERVER, "--exit-if-exists", str(flag)], tools=["increment"], isolation="none")
     async with mcpgym.connect(Env) as env:
@@ -392,9 +392,9 @@ def test_the_wrap_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str])
 HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
 
 
-def test_bad_commands_and_settings_are_refused_plainly() -> None:
+async def test_bad_commands_and_settings_are_refused_plainly() -> None:
     with pytest.raises(RuntimeError, match=r"wrap_hostile.py silent did not answer initialize within 1s"):
-        wrap([*HOSTILE, "silent"], start_timeout=1)
+        await prepare(wrap([*HOSTILE, "silent"], start_timeout=1))
     with pytest.raises(ValueError, match="no program '/nonexistent/mcp-server'"):
         wrap(["/nonexistent/mcp-server", "{workspace}"])
     with pytest.raises(ValueError, match="no program 'mcp-server-that-is-not-installed'"):

@@ -33,8 +33,8 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from mcpgym._targets.connect import Target, TargetError, connect, load_environment
     from mcpgym._targets.spec import RunSpec, SpecError, load_spec
     from mcpgym._targets.task_list import list_tasks
-    from mcpgym._wrap._proxy import wrap
     from mcpgym.gateway.traces import read_traces
+    from mcpgym.wrapping import wrap
 
 # `import mcpgym` loads the author's side (what an environment module needs) and nothing else:
 # the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
@@ -65,7 +65,7 @@ _LAZY = {
     "load_spec": "mcpgym._targets.spec",
     "read_recordings": "mcpgym._recording.recording",
     "run": "mcpgym._cli.serve",
-    "wrap": "mcpgym._wrap._proxy",
+    "wrap": "mcpgym.wrapping",
 }
 
 __version__ = "0.1.0"

@@ -60,10 +60,12 @@ def dispatch(args: argparse.Namespace) -> None:
 
 
 def _wrapped(args: argparse.Namespace) -> type[Environment]:
-    from mcpgym.wrapping import TaskFileError, wrap
+    import anyio
+
+    from mcpgym.wrapping import TaskFileError, prepare, wrap
 
     try:
-        return wrap(
+        env = wrap(
             args.wrapped,
             tasks=args.tasks,
             rubric=load_object(args.rubric) if args.rubric else None,
@@ -74,5 +76,7 @@ def _wrapped(args: argparse.Namespace) -> type[Environment]:
             call_timeout=args.wrapped_timeout,
             finish_tool=args.finish_tool,
         )
+        anyio.run(prepare, env)  # a server that cannot start is said here, before serving
     except (TaskFileError, ValueError, RuntimeError) as exc:
         sys.exit(f"mcpgym wrap: {exc}")
+    return env

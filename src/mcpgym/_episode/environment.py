@@ -30,7 +30,7 @@ import functools
 import inspect
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -88,7 +88,7 @@ class Environment:
     instructions: ClassVar[str | None] = None
     """Shown to MCP clients as the server's instructions; defaults to the class docstring."""
 
-    __mcpgym_tools__: ClassVar[dict[str, BoundTool]] = {}
+    __mcpgym_tools__: ClassVar[Mapping[str, BoundTool]] = {}
 
     rubric: Rubric | None = None
     """Scores every episode from named components (`mcpgym.rubrics`); None: the reward is what

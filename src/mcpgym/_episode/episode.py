@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -31,7 +31,7 @@ from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
 from mcpgym._episode.scoring import EpisodeScore
-from mcpgym._episode.tools import BoundTool
+from mcpgym._episode.tools import BoundTool, LazyTools
 from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
@@ -110,7 +110,9 @@ class Episode:
         # more than an in-process step itself, whose caller can cancel an async tool on its own.
         self._await_directly = self.call_timeout is None or not time_async_tools
         self._log: EpisodeLog | None = None
-        self.tools: dict[str, BoundTool] = type(env).__mcpgym_tools__
+        tools = type(env).__mcpgym_tools__
+        # A lazy table (a wrapped server's) is read through once: lookups then hit a plain dict.
+        self.tools: Mapping[str, BoundTool] = tools.loaded() if isinstance(tools, LazyTools) else tools
         self.step_count = 0
         self.total_reward = 0.0
         self.done = False
@@ -399,7 +401,7 @@ def build(factory: Callable[[], Environment]) -> Environment:
         raise MCPError(INTERNAL_ERROR, f"Building the environment failed: {_describe(exc)}") from exc
 
 
-def unknown_tool(name: str, tools: dict[str, BoundTool]) -> MCPError:
+def unknown_tool(name: str, tools: Mapping[str, BoundTool]) -> MCPError:
     """A protocol error, as the spec lists unknown tools (rfcs/0001)."""
     return MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(tools)}")
 

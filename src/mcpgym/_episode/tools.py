@@ -8,10 +8,12 @@ MCP SDK's own (`func_metadata`), so a tool looks and behaves exactly as it would
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
+import anyio
 import mcp_types as types
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.tool_name_validation import validate_and_warn_tool_name
@@ -225,3 +227,46 @@ def _renamed(fn: Callable[..., Any], fields: dict[str, Any]) -> tuple[tuple[str,
         if name not in parameters and info.alias in parameters:
             pairs.append((name, info.alias))
     return tuple(pairs)
+
+
+class LazyTools(Mapping[str, BoundTool]):
+    """A class's tool table that is only known by doing something slow (a wrapped server's:
+    starting it is how its tools are learnt), filled once, on first use.
+
+    A plain read fills it in the calling thread (blocking it). `await ready()` fills it in a
+    worker thread, so an event loop goes on serving meanwhile: whoever serves a class awaits
+    it before the first read (the server's lifespan does). Thread-safe: the load runs once."""
+
+    def __init__(self, load: Callable[[], dict[str, BoundTool]]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._tools: dict[str, BoundTool] | None = None
+
+    def loaded(self) -> dict[str, BoundTool]:
+        tools = self._tools
+        if tools is None:
+            with self._lock:
+                if self._tools is None:
+                    self._tools = self._load()
+                tools = self._tools
+        return tools
+
+    async def ready(self) -> None:
+        if self._tools is None:
+            await anyio.to_thread.run_sync(self.loaded)
+
+    def __getitem__(self, name: str) -> BoundTool:
+        return self.loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.loaded())
+
+    def __len__(self) -> int:
+        return len(self.loaded())
+
+
+async def tools_ready(cls: type) -> None:
+    """Fill `cls`'s tool table without blocking the event loop, if it is a lazy one."""
+    tools = getattr(cls, "__mcpgym_tools__", None)
+    if isinstance(tools, LazyTools):
+        await tools.ready()

@@ -249,6 +249,21 @@ class _Refused(ToolError):
     """The wrapped server answered a call with an error (the episode goes on)."""
 
 
+_BASES: list[Path] = []
+"""Every wrapped class's base folder, removed (if empty) by one exit hook for them all."""
+
+
+def _remove_at_exit(base: Path) -> None:
+    if not _BASES:
+        atexit.register(_remove_bases)
+    _BASES.append(base)
+
+
+def _remove_bases() -> None:
+    for base in _BASES:
+        _remove_empty(base)
+
+
 def _remove_empty(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty: an instance outlived the process (killed), keep it
         path.rmdir()
@@ -347,7 +362,7 @@ def wrap(
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
-    atexit.register(_remove_empty, base)  # each workspace goes with its instance; then their parent
+    _remove_at_exit(base)  # each workspace goes with its instance; then their parent
     launcher = Launcher(argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout)
     listed = _list_tools(launcher)
     upstream, exposed = _select(listed, tools)
