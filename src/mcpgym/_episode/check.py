@@ -100,7 +100,34 @@ async def _dynamic_problems(env: type[Environment]) -> list[str]:
             problems.append(
                 "reset(seed=0) gave different observations on two instances: seed self.rng, not global state"
             )
-    return problems + await _catalog_problems(env)
+    return problems + await _result_problems(env) + await _catalog_problems(env)
+
+
+async def _result_problems(env: type[Environment]) -> list[str]:
+    """Call each tool that takes no arguments (the only calls check can make without guessing)
+    after `reset(seed=0)`, and report results that could not be sent: an object JSON cannot
+    carry, or a value its output schema refuses. A fresh episode whenever one ends."""
+    problems: list[str] = []
+    episode: Episode | None = None
+    try:
+        for spec in env.__mcpgym_tools__.values():
+            if spec.definition.input_schema.get("properties"):
+                continue
+            if episode is None or episode.done:
+                if episode is not None:
+                    await episode.close()
+                episode = Episode(env(), "check-results")
+                await episode.start(seed=0, options=None)
+            result = (await episode.step(spec.name, {})).observation
+            text = " ".join(getattr(block, "text", "") for block in result.content)
+            if result.is_error and text.startswith(f"Tool {spec.name!r} returned "):
+                problems.append(text)
+    except MCPError:
+        return problems  # a reset that fails is reported by the checks above
+    finally:
+        if episode is not None:
+            await episode.close()
+    return problems
 
 
 async def _catalog_problems(env: type[Environment]) -> list[str]:

@@ -31,7 +31,7 @@ from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
 from mcpgym._episode.scoring import EpisodeScore
-from mcpgym._episode.tools import BoundTool
+from mcpgym._episode.tools import BoundTool, UnsendableResult
 from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
@@ -421,6 +421,8 @@ def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
         return spec.convert(value)
     except ValidationError as exc:
         return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+    except UnsendableResult as exc:
+        return _error(f"Tool {spec.name!r} {exc}")
     except Exception as exc:
         return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 
