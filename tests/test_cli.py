@@ -37,7 +37,7 @@ def test_help_names_every_command_and_target_kind() -> None:
 def test_tools_lists_echo(target: str) -> None:
     out = _run("tools", target)
     assert out.returncode == 0, out.stderr
-    assert "echo_message(message)" in out.stdout and "repeat(message, times)" in out.stdout
+    assert "echo_message(message: string)" in out.stdout and "repeat(message: string, times: integer = 2)" in out.stdout
     listed = json.loads(_run("tools", target, "--json").stdout)
     assert [t["name"] for t in listed] == ["echo_message", "repeat"]
 
@@ -47,6 +47,19 @@ def test_call_prints_the_result_and_reward() -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["content"][0]["text"] == "orbit"
     assert "reward=1.0 done=True terminated=True truncated=False" in out.stderr
+    assert "one call in a fresh episode; `mcpgym play mcpgym.servers.echo:Echo` keeps one going" in out.stderr
+
+
+def test_call_prints_card_suits_as_suits() -> None:
+    out = _run("call", "mcpgym.servers.blackjack", "stand", "--seed", "3")
+    assert "Q♦" in out.stdout and "\\u2666" not in out.stdout, out.stdout
+
+
+def test_tools_shows_the_whole_first_sentence_of_a_wrapped_docstring() -> None:
+    from mcpgym._cli.tools import first_sentence
+
+    wrapped = "Show this episode's task: its id, the prompt\n    to complete. Then more.\n\nArgs: none"
+    assert first_sentence(wrapped) == "Show this episode's task: its id, the prompt to complete."
 
 
 @pytest.mark.parametrize(

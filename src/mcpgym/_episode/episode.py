@@ -30,6 +30,7 @@ from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_s
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
+from mcpgym._episode.render import rendering
 from mcpgym._episode.scoring import EpisodeScore
 from mcpgym._episode.tools import BoundTool, UnsendableResult
 from mcpgym._recording.recording import EpisodeLog, Recorder
@@ -155,11 +156,18 @@ class Episode:
         """A tool call is running (idle expiry leaves such an episode alone)."""
         return self._turns.busy
 
-    def state(self) -> EpisodeState:
+    def state(self, *, render: bool = True) -> EpisodeState:
+        """The episode's snapshot; `render=False` leaves out the environment's `render()`."""
         try:
             info = pydantic_core.to_jsonable_python(self.env.state_info())
         except Exception as exc:
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.state_info raised {_describe(exc)}") from exc
+        picture = None
+        if render and not self.closed:
+            try:
+                picture = rendering(self.env.render())
+            except Exception as exc:
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.render raised {_describe(exc)}") from exc
         return EpisodeState(
             episode_id=self.id,
             environment=type(self.env).__name__,
@@ -171,6 +179,7 @@ class Episode:
             info=info,
             terminated=self.done and not self.truncated,
             components={} if self.score is None else dict(self.score.components),
+            render=picture,
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -339,7 +348,7 @@ class Episode:
 
     def _final_state(self) -> EpisodeState | None:
         try:
-            return self.state()
+            return self.state(render=False)  # the final state is data, not a picture
         except MCPError:
             return None  # state_info raised: the close goes on without a final state
 
