@@ -409,3 +409,47 @@ def test_view_recorded_runs(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#episode .turn")).to_have_count(1)  # the winning call ends the episode
         expect(page.locator("#episode .turn")).to_contain_text("reward 1")
         shot(page, "view-rollout")
+
+
+def test_view_shows_finished_page_episodes_their_renders_and_a_working_status_filter(
+    page: Page, tmp_path: Path
+) -> None:
+    from mcpgym.servers.blackjack import Blackjack
+    from mcpgym.servers.maze import Maze
+
+    async def play() -> None:
+        async with mcpgym.connect(mcpgym.GymServer(Blackjack, record=tmp_path / "cards")) as env:
+            await env.reset(seed=3)
+            await env.call_tool("stand")
+            await env.call_tool("hit")  # refused: the hand is over
+            await env.reset(seed=4)  # left running
+        async with mcpgym.connect(mcpgym.GymServer(Maze, record=tmp_path / "maze")) as env:
+            await env.reset(seed=3)
+            await env.call_tool("move", {"direction": "down"})
+
+    with start_blocking_portal("asyncio") as portal:
+        portal.call(play)
+    with ServerProcess([sys.executable, "-m", "mcpgym", "view", str(tmp_path), "--port", "0"]) as server:
+        page.goto(server.url)
+        expect(page.locator("#count")).to_have_text("3 of 3")
+        options = page.locator("#status-filter option").all_inner_texts()
+        assert options == ["any status", "done", "not done"], options  # options, not "[object HTMLOptionElement]"
+        page.select_option("#status-filter", "done")
+        expect(page.locator("#count")).to_have_text("1 of 3")
+        row = page.locator("#rows tr").first
+        expect(row).to_contain_text("cards/")
+        assert row.locator("td").nth(6).inner_text() == "1"  # the refused call is not a step
+        row.click()
+        expect(page.locator("#episode .steps details.step")).to_have_count(1)
+        expect(page.locator("#episode")).to_contain_text("render() after reset")
+        page.locator("#episode details.step > summary").click()
+        expect(page.locator("#episode details.step")).to_contain_text("You lose.")
+        expect(page.locator("#episode details.step table.md b").last).to_have_text("19")
+        shot(page, "view-finished")
+        page.select_option("#status-filter", "")
+        page.locator("#rows tr", has_text="maze/").click()
+        page.locator("#episode details.step > summary").click()
+        pictures = page.locator("#episode details.step img.result-image")
+        expect(pictures).to_have_count(2)  # the move's result and the render after it, from their blob
+        assert pictures.last.evaluate("img => img.naturalWidth") > 0
+        shot(page, "view-maze")

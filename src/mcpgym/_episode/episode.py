@@ -148,13 +148,30 @@ class Episode:
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
-            await self._log.reset(jsonable)
+            await self._log.reset(jsonable, render=self._recorded_render())
         return ResetResult(observation=jsonable, info=info)
 
     @property
     def busy(self) -> bool:
         """A tool call is running (idle expiry leaves such an episode alone)."""
         return self._turns.busy
+
+    def _recorded_render(self) -> dict[str, Any] | None:
+        """The environment's render() for the record (what the viewer shows after each step);
+        None when it has none. A render that fails is left out: it must not fail a step."""
+        if type(self.env).render is Environment.render:
+            return None  # nothing to show: skip the call
+        try:
+            picture = rendering(self.env.render())
+        except Exception:
+            logger.exception("%s.render failed; the step is recorded without it", type(self.env).__name__)
+            return None
+        if picture is None:
+            return None
+        recorded: dict[str, Any] = picture.model_dump(exclude_none=True, exclude={"image", "mime_type"})
+        if picture.image is not None:  # as an image block, so the recorder stores it once as a blob
+            recorded["image"] = {"type": "image", "data": picture.image, "mimeType": picture.mime_type}
+        return recorded
 
     def state(self, *, render: bool = True) -> EpisodeState:
         """The episode's snapshot; `render=False` leaves out the environment's `render()`."""
@@ -257,9 +274,10 @@ class Episode:
                 outcome = self._account(result, ledger, name, arguments)
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
-            if self._log is not None:
+            if self._log is not None and ledger is not _OVER:  # a refused call is not a step of the record
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
-                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+                picture = self._recorded_render()
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started, render=picture)
             return outcome
         finally:
             self._turns.release()
