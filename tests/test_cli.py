@@ -133,3 +133,20 @@ def test_clients_authenticate_with_token_header_or_environment(tmp_path: Path) -
             (trajectory,) = [json.loads(line) for line in out.read_text().splitlines()]
             assert ("HTTP 401" in trajectory["error"]) is not reached
             assert (trajectory["observation"] is not None) is reached
+
+
+def test_check_prints_each_problem_and_its_traceback_once(tmp_path: Path) -> None:
+    (tmp_path / "badenv.py").write_text(
+        "import mcpgym\n"
+        "class Bad(mcpgym.Environment):\n"
+        "    async def reset(self, seed=None, options=None):\n"
+        "        raise ValueError('boom')\n"
+        "    @mcpgym.tool\n"
+        "    async def act(self) -> str:\n"
+        '        """Act."""\n'
+        "        return 'x'\n"
+    )
+    out = _run("check", str(tmp_path / "badenv.py"))
+    assert out.returncode == 1
+    assert out.stdout.count("Bad.reset raised ValueError: boom") == 1 and "1 problem(s)" in out.stdout
+    assert out.stderr.count("Traceback") == 1, out.stderr

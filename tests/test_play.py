@@ -101,3 +101,31 @@ async def test_a_served_target_renders_over_the_wire(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "#A#.###.#" in out.stdout  # the maze's render() after the move, read through mcpgym/state
     assert (tmp_path / "003-render1.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_serve_on_a_terminal_says_it_waits_for_a_client_and_a_pipe_hears_nothing() -> None:
+    primary, secondary = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mcpgym", "serve", "mcpgym.servers.echo"],
+        stdin=secondary,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+    )
+    os.close(secondary)
+    seen: list[str] = []
+    try:
+        line = _expect(primary, "Ctrl-C to stop", seen)
+    finally:
+        child.terminate()
+        child.wait(timeout=60)
+        os.close(primary)
+    assert line.strip() == "serving Echo over stdio: waiting for an MCP client; Ctrl-C to stop"
+    piped = subprocess.run(
+        [sys.executable, "-m", "mcpgym", "serve", "mcpgym.servers.echo"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "waiting for an MCP client" not in piped.stderr  # a client's pipe: the protocol only
