@@ -14,9 +14,10 @@ import typing as _typing
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym._core.errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
-from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, Rendering, StepResult
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.environment import Environment, Reset
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import tool
 
 if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
@@ -88,6 +89,8 @@ __all__ = [
     "ListToolsAction",
     "MCPError",
     "Recording",
+    "Render",
+    "Rendering",
     "Reset",
     "RunSpec",
     "ServerProcess",

@@ -121,7 +121,7 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
     if args.web and not args.http:
         sys.exit("mcpgym: --web needs --http (the page is served next to /mcp)")
     if not args.http:
-        anyio.run(server.run_stdio)
+        _serve_stdio(server)
         return
 
     if args.host in WILDCARD and not args.allowed_host:
@@ -157,6 +157,20 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         sys.exit(f"mcpgym: {exc.strerror or exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
+
+
+def _serve_stdio(server: GymServer) -> None:
+    """Serve stdio; on a terminal, first say so (silence there looks like a hang: a person ran
+    it, and an MCP client, which pipes stdin, never sees the line)."""
+    if not sys.stdin.isatty():
+        anyio.run(server.run_stdio)
+        return
+    name = server.env_cls.__name__
+    print(f"serving {name} over stdio: waiting for an MCP client; Ctrl-C to stop", file=sys.stderr, flush=True)
+    try:
+        anyio.run(server.run_stdio)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 def run(

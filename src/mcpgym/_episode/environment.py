@@ -20,6 +20,8 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 - `await self.hold(cm)` enters an async context manager (an MCP client session, a process) for
   the rest of the episode; it is exited after `close()`. `self.host.state` is shared by every
   episode of whoever serves the class (a server, an in-process client).
+- `render()` shows people the current state (text, markdown or an image: `mcpgym.Render`) on
+  the web page, in `mcpgym play` and in `env.state().render`; agents never see it.
 - `catalog()` lists the tasks the environment offers (MCP prompts and resources; see `_catalog`).
 """
 
@@ -37,6 +39,7 @@ from typing import Any, ClassVar, TypeVar
 
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.host import Host, Release
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import BoundTool, collect_tools
 from mcpgym.rubrics._core import Rubric
 
@@ -118,6 +121,13 @@ class Environment:
     def state_info(self) -> dict[str, Any]:
         """Extra, JSON-compatible facts for `env.state()` (never shown to agents). Override."""
         return {}
+
+    def render(self) -> str | Render | None:
+        """The current state for people to look at: plain text, an `mcpgym.Render` (text,
+        markdown and/or an image) or None (the page then shows the latest observation). Called
+        after reset and each step by whoever shows the episode; it must not change the state.
+        Override; the default shows nothing."""
+        return None
 
     async def hold(self, cm: AbstractAsyncContextManager[T]) -> T:
         """Enter `cm` for the rest of this episode and return what it yields; it is exited when

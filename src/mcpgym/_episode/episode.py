@@ -30,8 +30,9 @@ from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_s
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
+from mcpgym._episode.render import rendering
 from mcpgym._episode.scoring import EpisodeScore
-from mcpgym._episode.tools import BoundTool, LazyTools
+from mcpgym._episode.tools import BoundTool, LazyTools, UnsendableResult
 from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
@@ -149,7 +150,7 @@ class Episode:
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
-            await self._log.reset(jsonable)
+            await self._log.reset(jsonable, render=self._recorded_render())
         return ResetResult(observation=jsonable, info=info)
 
     @property
@@ -157,11 +158,35 @@ class Episode:
         """A tool call is running (idle expiry leaves such an episode alone)."""
         return self._turns.busy
 
-    def state(self) -> EpisodeState:
+    def _recorded_render(self) -> dict[str, Any] | None:
+        """The environment's render() for the record (what the viewer shows after each step);
+        None when it has none. A render that fails is left out: it must not fail a step."""
+        if type(self.env).render is Environment.render:
+            return None  # nothing to show: skip the call
+        try:
+            picture = rendering(self.env.render())
+        except Exception:
+            logger.exception("%s.render failed; the step is recorded without it", type(self.env).__name__)
+            return None
+        if picture is None:
+            return None
+        recorded: dict[str, Any] = picture.model_dump(exclude_none=True, exclude={"image", "mime_type"})
+        if picture.image is not None:  # as an image block, so the recorder stores it once as a blob
+            recorded["image"] = {"type": "image", "data": picture.image, "mimeType": picture.mime_type}
+        return recorded
+
+    def state(self, *, render: bool = True) -> EpisodeState:
+        """The episode's snapshot; `render=False` leaves out the environment's `render()`."""
         try:
             info = pydantic_core.to_jsonable_python(self.env.state_info())
         except Exception as exc:
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.state_info raised {_describe(exc)}") from exc
+        picture = None
+        if render and not self.closed:
+            try:
+                picture = rendering(self.env.render())
+            except Exception as exc:
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.render raised {_describe(exc)}") from exc
         return EpisodeState(
             episode_id=self.id,
             environment=type(self.env).__name__,
@@ -173,6 +198,7 @@ class Episode:
             info=info,
             terminated=self.done and not self.truncated,
             components={} if self.score is None else dict(self.score.components),
+            render=picture,
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -250,9 +276,10 @@ class Episode:
                 outcome = self._account(result, ledger, name, arguments)
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
-            if self._log is not None:
+            if self._log is not None and ledger is not _OVER:  # a refused call is not a step of the record
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
-                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+                picture = self._recorded_render()
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started, render=picture)
             return outcome
         finally:
             self._turns.release()
@@ -341,7 +368,7 @@ class Episode:
 
     def _final_state(self) -> EpisodeState | None:
         try:
-            return self.state()
+            return self.state(render=False)  # the final state is data, not a picture
         except MCPError:
             return None  # state_info raised: the close goes on without a final state
 
@@ -423,6 +450,8 @@ def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
         return spec.convert(value)
     except ValidationError as exc:
         return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+    except UnsendableResult as exc:
+        return _error(f"Tool {spec.name!r} {exc}")
     except Exception as exc:
         return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 
