@@ -212,6 +212,7 @@ async def test_a_workspace_argument_exposes_no_other_episode(sandboxed: None, wo
 async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, tmp_path: Path) -> None:
     script = tmp_path / "server.py"
     script.write_text((HERE / "wrap_server.py").read_text())
+    tmp_path.chmod(0o755)  # run as root, the server is a uid of its own: its program must be readable
     assert str(script).startswith("/tmp/")  # the premise: the sandbox has a private /tmp
     Env = wrap([sys.executable, str(script)], tools=["increment"])
     async with mcpgym.connect(Env) as env:
@@ -348,21 +349,23 @@ async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> Non
         assert (await env.call_tool("increment")).text == "1"
 
 
-async def test_task_files_are_never_written_through_a_link_the_server_planted(tmp_path: Path) -> None:
-    # The server runs (untrusted) in the workspace before the task's files are placed there.
+def test_task_files_are_never_written_through_a_link_planted_in_the_workspace(tmp_path: Path) -> None:
+    # Files are placed before the server starts, but a set-up command (or, with a warm pool, an
+    # instance) may have run there first: a link it left must not turn the write into a host write.
+    from mcpgym._wrap._instance import place_files
+
     victim = tmp_path / "victim.txt"
     victim.write_text("host file")
     (tmp_path / "dir").mkdir()
-    tasks = [
-        TaskSpec(id="file", prompt="", files={"notes.txt": "seed"}),
-        TaskSpec(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
-    ]
-    for task, target in (("file", victim), ("dir", tmp_path / "dir")):
-        name = "notes.txt" if task == "file" else "sub"
-        Env = wrap([*SERVER, "--symlink", name, str(target)], tasks=tasks, tools=["get"])
-        async with mcpgym.connect(Env) as env:
-            with pytest.raises(mcpgym.MCPError, match=f"cannot place the task's file .*{name}.* is a link"):
-                await env.reset(options={"task_id": task})
+    for name, target, files in (
+        ("notes.txt", victim, {"notes.txt": "seed"}),
+        ("sub", tmp_path / "dir", {"sub/notes.txt": "seed"}),
+    ):
+        workspace = tmp_path / f"ws-{name}"
+        workspace.mkdir()
+        (workspace / name).symlink_to(target)
+        with pytest.raises(RuntimeError, match=f"cannot place the task's file .*{name}.* is a link"):
+            place_files(workspace, files)
     assert victim.read_text() == "host file" and not (tmp_path / "dir" / "notes.txt").exists()
 
 
@@ -545,6 +548,7 @@ async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) 
 
 async def test_the_warm_pool_when_the_command_starts_failing(marker: str, tmp_path: Path) -> None:
     flag = tmp_path / "refuse"
+    tmp_path.chmod(0o755)  # run as root, the server is a uid of its own: the flag must be readable
     Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
     async with mcpgym.connect(Env) as env:
         await env.reset()

@@ -15,17 +15,15 @@ import atexit
 import contextlib
 import functools
 import logging
-import os
 import shlex
 import shutil
-import stat
 import sys
 import tempfile
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import anyio
@@ -107,7 +105,6 @@ class WrappedEnvironment(Environment):
         config = self.config
         self.task = self._pick(options)
         self.instance = await self.hold(await self._instance())
-        await anyio.to_thread.run_sync(_place_files, self.instance.workspace, self.task.files)
         self.context = WrapContext(
             self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
         )
@@ -133,10 +130,12 @@ class WrappedEnvironment(Environment):
 
     async def _instance(self) -> AbstractAsyncContextManager[Instance]:
         network = self.task.network
-        pool = await self._warm_pool()
+        # A pooled instance started before its task was known: a task with set-up (files or
+        # commands, in place before its server starts) starts its own.
+        pool = None if self.task.files or self.task.setup else await self._warm_pool()
         if pool is not None:
             return pooled(pool, network=network)
-        return self.config.launcher.start(network=network)
+        return self.config.launcher.start(network=network, task=self.task)
 
     async def _warm_pool(self) -> WarmPool | None:
         """This host's warm pool for this class, started by the first reset that wants one (it
@@ -252,40 +251,6 @@ class _Refused(ToolError):
 def _remove_empty(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty: an instance outlived the process (killed), keep it
         path.rmdir()
-
-
-def _place_files(workspace: Path, files: dict[str, str]) -> None:
-    """Write the task's files into the workspace, never through a link or into a FIFO: the
-    wrapped server already runs there (untrusted), and a link it made would otherwise turn our
-    write into one anywhere on the host."""
-    for path, text in files.items():
-        parts = PurePosixPath(path).parts
-        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            for part in parts[:-1]:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                fd, parent = _open_at(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, path), fd
-                os.close(parent)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd, parent = _open_at(fd, parts[-1], flags, path, mode=0o644), fd
-            os.close(parent)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RuntimeError(f"cannot place the task's file {path}: the workspace has something else there")
-            data = text.encode("utf-8")
-            while data:
-                data = data[os.write(fd, data) :]
-        finally:
-            os.close(fd)
-
-
-def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
-    try:
-        return os.open(name, flags, mode, dir_fd=fd)
-    except OSError as exc:
-        raise RuntimeError(
-            f"cannot place the task's file {path}: {name} in the workspace is a link or not usable ({exc.strerror})"
-        ) from None
 
 
 _RESERVED_META = ("io.modelcontextprotocol/", "io.mcpgym/")
@@ -442,7 +407,7 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
 
     async def probe() -> list[types.Tool]:
         async with launcher.start() as instance:
-            return await _all_tools(instance.client)
+            return await _all_tools(instance.client, launcher.tool_pages)
 
     outcome: list[list[types.Tool] | BaseException] = []
 
@@ -463,12 +428,13 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
     return outcome[0]
 
 
-async def _all_tools(client: Client) -> list[types.Tool]:
+async def _all_tools(client: Client, pages: int) -> list[types.Tool]:
     tools: list[types.Tool] = []
     cursor: str | None = None
-    while True:
+    for _ in range(pages):
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return tools
+    raise WrappedServerError(f"the wrapped server's tools/list went on past {pages} pages (it paginates forever?)")
