@@ -407,7 +407,13 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
 
     async def probe() -> list[types.Tool]:
         async with launcher.start() as instance:
-            return await _all_tools(instance.client, launcher.tool_pages)
+            tools = await _all_tools(instance.client, launcher.tool_pages)
+        if tools is None:  # said outside the instance's task groups, which would wrap it
+            raise WrappedServerError(
+                f"the wrapped server {shlex.join(launcher.argv)}: its tools/list went on past "
+                f"{launcher.tool_pages} pages (a server that paginates forever)"
+            )
+        return tools
 
     outcome: list[list[types.Tool] | BaseException] = []
 
@@ -428,7 +434,7 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
     return outcome[0]
 
 
-async def _all_tools(client: Client, pages: int) -> list[types.Tool]:
+async def _all_tools(client: Client, pages: int) -> list[types.Tool] | None:
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(pages):
@@ -437,4 +443,4 @@ async def _all_tools(client: Client, pages: int) -> list[types.Tool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
-    raise WrappedServerError(f"the wrapped server's tools/list went on past {pages} pages (it paginates forever?)")
+    return None

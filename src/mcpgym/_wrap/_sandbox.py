@@ -232,7 +232,6 @@ class Sandbox:
         args += ["--perms", "0755", "--tmpfs", str(workspace.parent), "--bind", ws, ws, "--chdir", ws]
         return args
 
-
     def unreadable(self, argv: Sequence[str]) -> list[str]:
         """The program paths a per-episode uid cannot read (not world-readable): named when such
         a server fails to start."""

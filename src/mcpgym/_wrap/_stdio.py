@@ -32,8 +32,9 @@ logger = logging.getLogger("mcpgym.wrap")
 
 MESSAGE_LIMIT = 16 << 20
 """Largest message (bytes of one JSON-RPC line) taken from a wrapped server."""
-TOO_LARGE = -32001
-"""The JSON-RPC error code an oversized answer is replaced with."""
+TOO_LARGE = types.INTERNAL_ERROR
+"""The JSON-RPC error code an oversized answer is replaced with (not one the SDK gives a meaning
+of its own, as it does -32000 and -32001: closed, timed out)."""
 _KEPT = 4096  # bytes kept from each end of an oversized line: where serializers put "id"
 _STOP_GRACE = 2.0  # seconds a server has to exit once its stdin closes, then to die of SIGTERM
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
