@@ -314,7 +314,7 @@ def wrap(
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
     atexit.register(_remove_empty, base)  # each workspace goes with its instance; then their parent
     launcher = Launcher(argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout)
-    listed = _list_tools(launcher)
+    listed = _list_tools(launcher, task_list[0])
     upstream, exposed = _select(listed, tools)
     if finish_tool is not None:
         if finish_tool in upstream:
@@ -400,13 +400,14 @@ def _class_name(argv: Sequence[str]) -> str:
     return "Wrapped" + "".join(w[:1].upper() + w[1:] for w in parts)[:48]
 
 
-def _list_tools(launcher: Launcher) -> list[types.Tool]:
-    """Start the server once, read its `tools/list` (every page), stop it: the class's tool table
+def _list_tools(launcher: Launcher, task: TaskSpec) -> list[types.Tool]:
+    """Start the server once (with `task`'s set-up: a server may need it to start), read its
+    `tools/list` (every page, up to the launcher's bound), stop it: the class's tool table
     is fixed when the class is made, as for any environment. Runs on a loop of its own in a
     worker thread, so wrap() works with or without an event loop running."""
 
     async def probe() -> list[types.Tool]:
-        async with launcher.start() as instance:
+        async with launcher.start(task=task, network=task.network) as instance:
             tools = await _all_tools(instance.client, launcher.tool_pages)
         if tools is None:  # said outside the instance's task groups, which would wrap it
             raise WrappedServerError(
