@@ -24,7 +24,7 @@ from mcpgym.testing import transcript as _script
 from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
-from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
+from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter, uid_locks_in
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +45,13 @@ FS_TASKS = [
         ),
     ),
 ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_uid_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Uids claimed here are locked in a directory of this module's, not the host's (#23 item 8)."""
+    with uid_locks_in(tmp_path_factory.mktemp("uid-locks")):
+        yield
 
 
 def test_the_filesystem_server_is_installed() -> None:
@@ -209,10 +216,17 @@ async def test_a_workspace_argument_exposes_no_other_episode(sandboxed: None, wo
         assert stolen.is_error and "other episode" not in stolen.text
 
 
-async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, tmp_path: Path) -> None:
+@pytest.fixture
+def readable_tmp_path(tmp_path: Path) -> Path:
+    """`tmp_path`, readable by others: run as root, the server is a uid of its own."""
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
+async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, readable_tmp_path: Path) -> None:
+    tmp_path = readable_tmp_path
     script = tmp_path / "server.py"
     script.write_text((HERE / "wrap_server.py").read_text())
-    tmp_path.chmod(0o755)  # run as root, the server is a uid of its own: its program must be readable
     assert str(script).startswith("/tmp/")  # the premise: the sandbox has a private /tmp
     Env = wrap([sys.executable, str(script)], tools=["increment"])
     async with mcpgym.connect(Env) as env:
@@ -546,9 +560,8 @@ async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) 
     # (the marker fixture then checks that nothing outlived the server)
 
 
-async def test_the_warm_pool_when_the_command_starts_failing(marker: str, tmp_path: Path) -> None:
-    flag = tmp_path / "refuse"
-    tmp_path.chmod(0o755)  # run as root, the server is a uid of its own: the flag must be readable
+async def test_the_warm_pool_when_the_command_starts_failing(marker: str, readable_tmp_path: Path) -> None:
+    flag = readable_tmp_path / "refuse"
     Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
     async with mcpgym.connect(Env) as env:
         await env.reset()
@@ -685,8 +698,16 @@ def test_what_the_verifier_cannot_read_never_passes(tmp_path: Path, monkeypatch:
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, dir_fd: int | None = None, **kwargs: Any) -> int:
+        if dir_fd is not None and path == "d" and flags & os.O_DIRECTORY:  # the listing walks by descriptor
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args, dir_fd=dir_fd, **kwargs)
+
     monkeypatch.setattr(os, "lstat", lstat)
     monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
     gone = TaskSpec(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
     assert verify(gone, ws).value == 0.0
     only = TaskSpec(id="o", prompt="", verify=Verify(only=["*.md"]))

@@ -14,7 +14,6 @@ They fail, never skip, when the set-up did not install them or bubblewrap is mis
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 import mcpgym
 from mcpgym.wrapping import Check as WrapCheck
 from mcpgym.wrapping import Sandbox, Score, TaskSpec, WrapContext, wrap
+from tests.wrap_envs import uid_locks_in
 
 pytestmark = pytest.mark.anyio
 
@@ -43,17 +43,8 @@ _IDENTITY = {
 @pytest.fixture(autouse=True, scope="module")
 def own_uid_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Uids claimed here are locked in a directory of this module's, not the host's (#23 item 8)."""
-    from mcpgym._isolation import uids
-
-    before = os.environ.get(uids.LOCK_DIRECTORY_VARIABLE)
-    directory = tmp_path_factory.mktemp("uid-locks")
-    directory.chmod(0o700)
-    os.environ[uids.LOCK_DIRECTORY_VARIABLE] = str(directory)
-    yield
-    if before is None:
-        del os.environ[uids.LOCK_DIRECTORY_VARIABLE]
-    else:
-        os.environ[uids.LOCK_DIRECTORY_VARIABLE] = before
+    with uid_locks_in(tmp_path_factory.mktemp("uid-locks")):
+        yield
 
 
 def test_the_real_servers_are_installed_and_sandboxed() -> None:

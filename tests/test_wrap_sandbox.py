@@ -19,7 +19,7 @@ import pytest
 
 import mcpgym
 from mcpgym.wrapping import FileCheck, Sandbox, TaskSpec, Verify, wrap
-from tests.wrap_envs import FILESYSTEM, HERE
+from tests.wrap_envs import FILESYSTEM, HERE, uid_locks_in
 
 pytestmark = pytest.mark.anyio
 
@@ -30,17 +30,8 @@ HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
 @pytest.fixture(autouse=True, scope="module")
 def own_uid_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Uids claimed here are locked in a directory of this module's, not the host's (#23 item 8)."""
-    from mcpgym._isolation import uids
-
-    before = os.environ.get(uids.LOCK_DIRECTORY_VARIABLE)
-    directory = tmp_path_factory.mktemp("uid-locks")
-    directory.chmod(0o700)
-    os.environ[uids.LOCK_DIRECTORY_VARIABLE] = str(directory)
-    yield
-    if before is None:
-        del os.environ[uids.LOCK_DIRECTORY_VARIABLE]
-    else:
-        os.environ[uids.LOCK_DIRECTORY_VARIABLE] = before
+    with uid_locks_in(tmp_path_factory.mktemp("uid-locks")):
+        yield
 
 
 @pytest.fixture(autouse=True)
