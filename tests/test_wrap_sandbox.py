@@ -9,7 +9,9 @@ host (as CI and scripts/setup.sh have): they fail, never skip, without them.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import sysconfig
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +221,28 @@ def test_npx_without_network_fails_at_once_and_says_what_to_do() -> None:
     said = str(caught.value)
     assert "exited before it answered initialize" in said, said  # not a 25 s wait for initialize
     assert "npx fetches the server at run time" in said and "npm install" in said
+
+
+@pytest.fixture
+def venv_with_pth(tmp_path: Path) -> tuple[Path, Path]:
+    """A virtualenv whose packages come through a `.pth` path line (as editable installs do),
+    with a `.pth` line of code that leaves a mark on the host if it ever runs there."""
+    tmp_path.chmod(0o755)  # run as root, the server is a uid of its own: its program must be readable
+    venv, marker = tmp_path / "venv", tmp_path / "pth-ran-on-the-host"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # type: ignore[attr-defined]
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    ours = sysconfig.get_paths()["purelib"]  # where `mcp` is
+    (site / "deps.pth").write_text(f"{ours}\nimport pathlib; pathlib.Path({str(marker)!r}).touch()\n")
+    return venv, marker
+
+
+async def test_a_virtualenvs_pth_paths_are_shown_and_its_code_never_runs_on_the_host(
+    venv_with_pth: tuple[Path, Path],
+) -> None:
+    venv, marker = venv_with_pth
+    Env = wrap([str(venv / "bin" / "python"), str(HERE / "wrap_server.py")], tools=["increment"])
+    assert not _exists(str(marker))  # finding the installation ran none of the package's code
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+    assert not _exists(str(marker))  # and in the sandbox it could not reach the host

@@ -317,20 +317,47 @@ def _runtime(exe: Path) -> set[str]:
 
 
 _PROBE = (
-    "import json, sys, sysconfig; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, "
-    "sys.base_exec_prefix, sysconfig.get_config_var('LIBDIR') or '', *sys.path]))"
+    "import json, sys, sysconfig; paths = sysconfig.get_paths(); print(json.dumps([sys.prefix, sys.base_prefix, "
+    "sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_config_var('LIBDIR') or '', paths['purelib'], "
+    "paths['platlib'], *sys.path]))"
 )
 
 
 @functools.cache
 def _python_paths(exe: str) -> tuple[str, ...]:
-    """Where this Python's prefixes, libraries and `sys.path` are (asked once per interpreter)."""
+    """Where this Python's prefixes, libraries and packages are (asked once per interpreter). With
+    `-I -S`: `site` would run the package's own `.pth` files, and the package is untrusted code
+    that must run in the sandbox only; so the `.pth` files' directories (editable installs) are
+    read here instead, never run."""
     try:
-        done = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, timeout=30, check=True)
-        paths = json.loads(done.stdout)
+        done = subprocess.run([exe, "-I", "-S", "-c", _PROBE], capture_output=True, timeout=30, check=True)
+        said = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
         return ()
-    return tuple(p for p in paths if isinstance(p, str) and p.startswith("/"))
+    paths = [p for p in said if isinstance(p, str) and p.startswith("/")]
+    sites = [p for p in said[5:7] if isinstance(p, str)]
+    venv = Path(exe).parent.parent  # without `site`, Python 3.11 does not know it is in a virtualenv
+    if (venv / "pyvenv.cfg").is_file():
+        sites += [str(site) for site in sorted(venv.glob("lib*/python*/site-packages"))]
+    return (*paths, *_pth_directories(sites))
+
+
+def _pth_directories(site_dirs: list[str]) -> list[str]:
+    """The directories `.pth` files in `site_dirs` name (lines that are paths, not `import`s)."""
+    found = []
+    for site in site_dirs:
+        for pth in sorted(Path(site).glob("*.pth")) if os.path.isdir(site) else ():
+            try:
+                lines = pth.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    path = line if line.startswith("/") else os.path.join(site, line)
+                    if os.path.isdir(path):
+                        found.append(os.path.normpath(path))
+    return found
 
 
 def _shebang(path: Path) -> Path | None:
