@@ -246,3 +246,23 @@ async def test_a_virtualenvs_pth_paths_are_shown_and_its_code_never_runs_on_the_
         await env.reset()
         assert (await env.call_tool("increment")).text == "1"
     assert not _exists(str(marker))  # and in the sandbox it could not reach the host
+
+
+def test_the_installation_is_found_through_links_shebangs_and_env(tmp_path: Path) -> None:
+    from mcpgym._wrap._sandbox import program_paths
+
+    venv = Path(sys.prefix)  # the test's own virtualenv (its base Python is elsewhere)
+    long_form = tmp_path / "pkg" / "bin" / "server"  # pip's form for a #! line too long for the kernel
+    long_form.parent.mkdir(parents=True)
+    long_form.write_text(f"#!/bin/sh\n'''exec' '{venv}/bin/python' \"$0\" \"$@\"\n' '''\nprint(1)\n")
+    long_form.chmod(0o755)
+    via_env = tmp_path / "node_modules" / "srv" / "index.js"
+    via_env.parent.mkdir(parents=True)
+    via_env.write_text("#!/usr/bin/env node\n")
+    via_env.chmod(0o755)
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    (tmp_path / "node_modules" / ".bin" / "srv").symlink_to(via_env)
+    found = program_paths([str(long_form)])
+    assert {str(venv), sys.base_prefix, str(long_form.parent)} <= found, found
+    found = program_paths(["env", "A=1", str(tmp_path / "node_modules" / ".bin" / "srv")])
+    assert str(tmp_path / "node_modules") in found, found

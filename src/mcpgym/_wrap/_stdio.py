@@ -29,6 +29,9 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 logger = logging.getLogger("mcpgym.wrap")
+_sdk_logger = logging.getLogger("mcp.client.stdio")
+"""A line that is not JSON-RPC is logged as the SDK's stdio client logs it (same logger, message
+and exception), so whatever counts or filters those records sees ours alike."""
 
 MESSAGE_LIMIT = 16 << 20
 """Largest message (bytes of one JSON-RPC line) taken from a wrapped server."""
@@ -127,6 +130,7 @@ class BoundedStdio:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
+            _sdk_logger.exception("Failed to parse JSONRPC message from server")
             return exc  # the session surfaces it (as the SDK's stdio client does)
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             self._pending.pop(message.id, None)  # type: ignore[arg-type]
