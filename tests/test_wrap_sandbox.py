@@ -266,3 +266,11 @@ def test_the_installation_is_found_through_links_shebangs_and_env(tmp_path: Path
     assert {str(venv), sys.base_prefix, str(long_form.parent)} <= found, found
     found = program_paths(["env", "A=1", str(tmp_path / "node_modules" / ".bin" / "srv")])
     assert str(tmp_path / "node_modules") in found, found
+
+
+def test_the_docs_install_first_instead_of_npx_at_run_time() -> None:
+    import mcpgym.wrapping
+    from mcpgym._cli.wrap import _WRAP_EPILOG
+
+    for text in (_WRAP_EPILOG, mcpgym.wrapping.__doc__ or ""):
+        assert "npx" not in text and "npm install" in text
