@@ -181,3 +181,40 @@ async def test_a_failing_set_up_command_fails_the_reset_and_says_which() -> None
         with pytest.raises(mcpgym.MCPError, match=r"set-up command .*exit 3.* failed \(exit status 3\): no such repo"):
             await env.reset(options={"task_id": "broken"})
         await env.reset(options={"task_id": "fine"})  # and the environment still serves episodes
+
+
+_AS_A_USER = """
+import json, sys, anyio, mcpgym
+from mcpgym.wrapping import wrap
+Env = wrap([sys.argv[1]])
+async def main():
+    async with mcpgym.connect(Env) as env:
+        first = await env.reset()
+        now = await env.call_tool("get_current_time", {"timezone": "UTC"})
+        print(json.dumps({"sandbox": first.observation["sandbox"], "error": now.is_error, "text": now.text}))
+anyio.run(main)
+"""
+
+
+def test_run_as_a_user_the_server_starts_in_a_user_namespace_of_its_own(tmp_path: Path) -> None:
+    # CI runs as root; a user's machine does not: the same wrap as an unprivileged uid (nobody),
+    # with the system Python and this environment's packages (both readable by others).
+    import subprocess
+    import sys
+    import sysconfig
+
+    system = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:2])"], capture_output=True)
+    # The premise: the system Python can load this environment's compiled packages (same minor).
+    assert system.stdout.decode().strip() == str(sys.version_info[:2]), "this test runs the system Python 3.11"
+    src = str(Path(mcpgym.__file__).parent.parent)
+    path = f"{src}:{sysconfig.get_paths()['purelib']}"
+    user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"PYTHONPATH={path}", "HOME=/tmp"]
+    done = subprocess.run(
+        [*user, "/usr/bin/python3", "-c", _AS_A_USER, str(TIME)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout.splitlines()[-1])
+    assert not said["error"] and json.loads(said["text"])["timezone"] == "UTC", said
+    box = said["sandbox"]
+    assert box["isolation"] == "bwrap" and box["user_namespaces_disabled"] and box["uid"].startswith("the host's")
+    assert box["workspace"] == "no total size limit" and box["memory"].startswith("not limited"), box
