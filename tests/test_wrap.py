@@ -235,9 +235,8 @@ async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None
 
 
 async def test_host_secrets_under_etc_are_hidden(sandboxed: None) -> None:
-    # The server sees /etc (it needs the libraries' configuration); when the host runs it as root
-    # it owns /etc/shadow even inside its user namespace.
-    # (Run as root, as CI and the set-up are, this fails without the cover; otherwise it holds.)
+    # The server sees an allowlist of /etc (the libraries' configuration), never the secrets.
+    # (tests/test_wrap_sandbox.py: a root-only file with a name no denylist knows.)
     Env = wrap(SERVER, tools=["peek"])
     async with mcpgym.connect(Env) as env:
         await env.reset()
