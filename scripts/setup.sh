@@ -44,12 +44,12 @@ if [ "${1:-}" = "--test" ]; then
   # torch first, pinned: 2.13.0 is the CPU wheel these machines carry; an unpinned torch
   # (asked for by trl) would fetch a multi-GB CUDA build.
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,docs,vision,reasoning]" "torch==2.13.0"
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,docs,vision,reasoning,gymnasium,textarena]" "torch==2.13.0"
   # The newest supported Python, without the trl and ray extras: their pinned wheels (torch
   # 2.13's CPU build, ray 2.60) exist here for 3.11 only, so scripts/test.sh runs them there.
   newest=$(find_python "$NEWEST")
   [ -x .venv-$NEWEST/bin/python ] || "$newest" -m venv .venv-$NEWEST
-  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning]"
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning,gymnasium,textarena]"
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).

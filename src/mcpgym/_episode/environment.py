@@ -8,8 +8,9 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
   `async def` or plain `def`.
 - Methods decorated with `@mcpgym.tool` are the actions. Inside one, `self.reward(x)` adds
   `x` to this step's reward and `self.finish(reward=None)` ends the episode after this step,
-  optionally with a final reward. A tool's return value is its observation, converted to MCP
-  content exactly as the MCP SDK converts tool results.
+  optionally with a final reward (`finish(truncated=True)`: cut short, not ended on its own
+  terms). A tool's return value is its observation, converted to MCP content exactly as the
+  MCP SDK converts tool results.
 - `self.signal(name, value)` reports a named fact about this step (tests passed, a hack
   detected) for the environment's `rubric` (class attribute or set in `__init__`), which then
   makes the reward from named components (`mcpgym.rubrics`, rfcs/0007-rewards.md). Without a
@@ -52,6 +53,8 @@ class StepLedger:
 
     reward: float = 0.0
     finished: bool = False
+    truncated: bool = False
+    """`finish(truncated=True)`: the episode was cut short (a foreign time limit), not ended on its own terms."""
     signals: dict[str, Any] | None = None
     stranded: bool = False
     """The call timed out in a worker thread that cannot be stopped: the episode must end."""
@@ -163,10 +166,13 @@ class Environment:
             ledger.signals = {}
         ledger.signals[name] = value
 
-    def finish(self, reward: float | None = None) -> None:
-        """End the episode after the current tool call, optionally adding a final reward."""
+    def finish(self, reward: float | None = None, *, truncated: bool = False) -> None:
+        """End the episode after the current tool call, optionally adding a final reward;
+        `truncated=True` says it was cut short (a time limit of its own, as a bridged Gymnasium
+        environment's `TimeLimit`) rather than ended on the task's terms."""
         ledger = _ledger()
         ledger.finished = True
+        ledger.truncated = ledger.truncated or truncated
         if reward is not None:
             ledger.reward += _finite(reward)
 

@@ -344,6 +344,7 @@ class Episode:
             self.done = self.truncated = True
         elif ledger.finished:
             self.done = True
+            self.truncated = ledger.truncated
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
         if self.score is None:
