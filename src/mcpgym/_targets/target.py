@@ -55,6 +55,7 @@ FORMS = """\
   package.module                its one Environment subclass (or its __mcpgym_environment__)   (in-process)
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
+  openenv:URL | openenv:module:Class   an OpenEnv server or environment class (mcpgym.bridges.openenv)
   "python -m mcpgym.servers.echo"      a command to launch, spoken to over stdio (a list of str too)
   path/to/mcpgym.yaml           a run spec naming any of these (and how to serve it)
   a GymServer / mcp Server / MCPServer / StdioServerParameters, or an object with __mcpgym_connect__"""
@@ -146,6 +147,9 @@ def parse_text(text: str) -> ParsedTarget:
         raise TargetError("The target is empty.")
     if stripped.startswith(("http://", "https://")):
         return ParsedTarget("url", stripped)
+    schemed = scheme_target(stripped)
+    if schemed is not None:
+        return schemed
     file_form = _file_form(stripped)
     if file_form is not None:
         return file_form
@@ -159,6 +163,25 @@ def parse_text(text: str) -> ParsedTarget:
     if "/" in stripped or shutil.which(stripped):
         return _command([stripped])
     raise TargetError(f"{text!r} is not a target.")
+
+
+SCHEMES: dict[str, str] = {
+    "openenv": "mcpgym.bridges.openenv:target",
+}
+"""`SCHEME:REST` targets: scheme -> `module:resolver`, imported only when a target names it. A
+resolver is `target(rest, args) -> ParsedTarget` (rest: the text after `SCHEME:`; args: a run
+spec's `args`, else {})."""
+
+
+def scheme_target(text: str, args: dict[str, Any] | None = None) -> ParsedTarget | None:
+    """`text` resolved by its scheme's resolver, or None when it names no scheme in `SCHEMES`."""
+    scheme, colon, rest = text.partition(":")
+    if not colon or scheme not in SCHEMES:
+        return None
+    module_name, _, attr = SCHEMES[scheme].partition(":")
+    resolver = getattr(importlib.import_module(module_name), attr)
+    parsed: ParsedTarget = resolver(rest, args or {})
+    return parsed
 
 
 def environment(target: Target) -> type[Environment] | functools.partial[Any] | Environment:

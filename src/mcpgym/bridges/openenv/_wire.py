@@ -34,8 +34,9 @@ SESSION_ERROR = "SESSION_ERROR"
 SESSION_CREATE = "openenv/session/create"
 SESSION_CLOSE = "openenv/session/close"
 
-_OBSERVATION_FIELDS = frozenset({"done", "reward", "metadata", "tools", "tool_name"})
-"""Keys OpenEnv's clients read as its own: a reset observation holding one is nested, not spread."""
+_OBSERVATION_FIELDS = frozenset({"done", "reward", "tools", "tool_name"})
+"""Keys OpenEnv's clients read as their own: a reset observation holding one is nested, not spread
+(a `metadata` object is merged with ours: an observation that came from OpenEnv goes back as it was)."""
 
 
 class _Model(BaseModel):
@@ -125,11 +126,12 @@ def reset_payload(result: ResetResult) -> dict[str, Any]:
     `metadata.message` is the observation as text, what OpenEnv's echo example prints."""
     obs = result.observation
     fields: dict[str, Any]
-    if isinstance(obs, dict) and not obs.keys() & _OBSERVATION_FIELDS:
+    own: Any = obs.get("metadata") if isinstance(obs, dict) else None
+    if isinstance(obs, dict) and not obs.keys() & _OBSERVATION_FIELDS and isinstance(own, dict | None):
         fields = dict(obs)
     else:
-        fields = {} if obs is None else {"observation": obs}
-    metadata: dict[str, Any] = {"message": as_text(obs)}
+        fields, own = ({} if obs is None else {"observation": obs}), None
+    metadata: dict[str, Any] = {"message": as_text(obs), **(own or {})}
     if result.info:
         metadata["info"] = result.info
     fields["metadata"] = metadata
