@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from mcpgym._core.errors import ToolError
 from mcpgym._episode.environment import Environment, Reset
-from mcpgym._wrap._proxy import ProxyTool, _proxy_metadata
+from mcpgym._wrap._proxy import _proxy_tool
 from mcpgym.bridges.openenv._remote import RemoteError, Session
 
 ACT = "act"
@@ -123,7 +123,7 @@ def environment_class(url: str, *, headers: dict[str, str] | None = None) -> typ
         "__qualname__": name,
     }
     cls = cast(type[OpenEnvEnvironment], type(name, (OpenEnvEnvironment,), namespace))
-    cls.__mcpgym_tools__ = {tool.name: _proxy(tool) for tool in tools}
+    cls.__mcpgym_tools__ = {tool.name: _proxy_tool(tool) for tool in tools}
     return cls
 
 
@@ -184,20 +184,6 @@ def _act_tool(action_schema: dict[str, Any]) -> types.Tool:
     schema.setdefault("type", "object")
     description = str(action_schema.get("description") or "Take one step: the action, as the environment's model.")
     return types.Tool(name=ACT, description=description, input_schema=schema)
-
-
-def _proxy(tool: types.Tool) -> ProxyTool:
-    return ProxyTool(
-        name=tool.name,
-        method_name="forward",
-        definition=tool,
-        metadata=_proxy_metadata(),
-        is_async=True,
-        inline=False,
-        plain_args=frozenset(),
-        renamed=(),
-        str_result=None,
-    )
 
 
 def _class_name(name: str) -> str:
