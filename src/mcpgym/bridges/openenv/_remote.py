@@ -47,8 +47,10 @@ class Session:
     async def open(
         cls, base_url: str, *, headers: dict[str, str] | None = None, max_size: int = 100 << 20
     ) -> AsyncIterator[Session]:
-        from websockets.asyncio.client import connect
-
+        try:
+            from websockets.asyncio.client import connect
+        except ImportError:
+            raise RuntimeError("openenv: targets speak OpenEnv's WebSocket: pip install 'mcpgym[openenv]'") from None
         url = ws_url(base_url)
         try:
             connection = await connect(url, additional_headers=headers, max_size=max_size, proxy=None)
