@@ -50,6 +50,11 @@ if [ "${1:-}" = "--test" ]; then
   newest=$(find_python "$NEWEST")
   [ -x .venv-$NEWEST/bin/python ] || "$newest" -m venv .venv-$NEWEST
   .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning,gymnasium,textarena]"
+  # The OpenEnv bridge (#26): the [openenv] extra here, and the real `openenv` (pinned, with the
+  # MCP SDK 1.x it needs) in a venv of its own that tests/test_openenv*.py run its clients in.
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[openenv]"
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[openenv]"
+  .venv/bin/python tests/openenv_venv.py >/dev/null
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).

@@ -95,6 +95,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "--web", action="store_true", help="with --http: also serve a page at /web to play episodes in a browser"
     )
     parser.add_argument(
+        "--openenv",
+        action="store_true",
+        help="with --http: also serve OpenEnv's API (/ws, /reset, /step, /state, /health, /schema, /metadata) "
+        "so OpenEnv's own clients drive episodes; needs mcpgym[openenv]",
+    )
+    parser.add_argument(
         "--header-timeout",
         type=float,
         default=DEFAULT_HEADER_TIMEOUT,
@@ -120,6 +126,8 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
     )
     if args.web and not args.http:
         sys.exit("mcpgym: --web needs --http (the page is served next to /mcp)")
+    if args.openenv and not args.http:
+        sys.exit("mcpgym: --openenv needs --http (OpenEnv's API is served next to /mcp)")
     if not args.http:
         _serve_stdio(server)
         return
@@ -141,6 +149,12 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
         if args.web:
             print(f"web page on {base_url}/web", file=sys.stderr, flush=True)
+        if args.openenv:
+            print(
+                f"OpenEnv API on {base_url} (WebSocket {base_url.replace('http', 'ws', 1)}/ws)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     options = {
         "allowed_hosts": args.allowed_host,
@@ -148,6 +162,7 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         "max_body_bytes": args.max_body_bytes,
         "web": args.web,
         "stateless_agents": args.stateless_agents,
+        "openenv": args.openenv,
         "header_timeout": args.header_timeout,
         "max_connections": args.max_connections,
     }
@@ -155,6 +170,8 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback
         sys.exit(f"mcpgym: {exc.strerror or exc}")
+    except RuntimeError as exc:  # --openenv without its extra
+        sys.exit(f"mcpgym: {exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
 

@@ -49,7 +49,7 @@ from mcpgym._episode.tools import tools_ready
 from mcpgym._recording.recording import Recorder
 from mcpgym._server.batch import run_steps
 from mcpgym._server.catalog import CatalogHandlers
-from mcpgym._server.http import http_app, serve_http
+from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._server.registry import EpisodeRegistry
 
@@ -304,8 +304,16 @@ class GymServer:
         signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
         must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
         app = self.http_app(host=host, **app_options)
+        # A WebSocket frame (`openenv=True`) is bounded like a request body.
+        ws_max_size = app_options.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         return await serve_http(
-            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+            app,
+            host,
+            port,
+            on_ready=on_ready,
+            header_timeout=header_timeout,
+            max_connections=max_connections,
+            ws_max_size=ws_max_size,
         )
 
 

@@ -57,6 +57,7 @@ FORMS = """\
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
   gym:ID[?k=v&...]              a Gymnasium environment, textarena:ID a TextArena game   (in-process)
+  openenv:URL | openenv:module:Class   an OpenEnv server or environment class (mcpgym.bridges.openenv)
   "python -m mcpgym.servers.echo"      a command to launch, spoken to over stdio (a list of str too)
   path/to/mcpgym.yaml           a run spec naming any of these (and how to serve it)
   a GymServer / mcp Server / MCPServer / StdioServerParameters, or an object with __mcpgym_connect__"""
@@ -169,6 +170,7 @@ def parse_text(text: str) -> ParsedTarget:
 SCHEMES: dict[str, str] = {
     "gym": "mcpgym.bridges.gymnasium:target",
     "textarena": "mcpgym.bridges.textarena:target",
+    "openenv": "mcpgym.bridges.openenv:target",
 }
 """`SCHEME:REST` targets a bridge serves (rfcs/0017-bridges.md): scheme -> "module:function",
 imported only when such a target is named (a bridge's framework is an optional extra), and
