@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from mcpgym._core.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
-from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
+from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, SUCCESS_KEY, ResetResult
 from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
@@ -145,6 +145,8 @@ class Episode:
             self.score = EpisodeScore(rubric, jsonable)
             trajectory = [name for name, _, _ in rubric.trajectory_parts]
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
+        if (best := type(self.env).max_reward) is not None:
+            info[SUCCESS_KEY] = {"max_reward": best}
         if self.recorder is not None:
             self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
             await self._log.reset(jsonable)

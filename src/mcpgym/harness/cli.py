@@ -23,7 +23,7 @@ from mcpgym.harness.retry import Backoff
 from mcpgym.harness.rollout import SYSTEM_PROMPT, rollout
 from mcpgym.harness.types import Trajectory
 
-COMMANDS = ("rollout", "harness")
+COMMANDS = ("rollout", "harness", "eval")
 
 _ROLLOUT_EPILOG = """\
 TARGET is an environment: mcpgym.servers.coding (a module with one Environment class),
@@ -39,7 +39,10 @@ example (a vLLM server started with `vllm serve Qwen/Qwen3-8B --enable-auto-tool
 def register(sub: Any) -> None:
     """Add the harness's subcommands to `mcpgym`'s subparsers."""
     _register_rollout(sub)
+    from mcpgym.harness import eval_cli
     from mcpgym.harness.config import register as register_config
+
+    eval_cli.register(sub)
 
     register_config(sub)
 
@@ -47,6 +50,10 @@ def register(sub: Any) -> None:
 def dispatch(args: argparse.Namespace) -> None:
     """Run a harness subcommand (exits with its status)."""
     try:
+        if args.command == "eval":
+            from mcpgym.harness import eval_cli
+
+            eval_cli.dispatch(args)
         if args.command == "rollout":
             finished: list[Trajectory] = []
             try:
