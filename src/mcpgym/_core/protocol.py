@@ -124,6 +124,10 @@ class StepMeta(BaseModel):
     step: int = 0
     terminated: bool = False
     components: Components = Field(default_factory=dict)
+    seed: int | None = None
+    """The episode's reset seed, when it had one."""
+    task: str | None = None
+    """The catalog task the episode plays, when the server knows it (`mcpgym._core.tasks`)."""
 
     @model_validator(mode="before")
     @classmethod

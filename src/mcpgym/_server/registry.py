@@ -60,6 +60,8 @@ class EpisodeRegistry:
         self._owned: dict[str, set[str]] = {}
         """Live episode ids per owning transport session, so a session's end closes exactly its own."""
         self._high_water = 0
+        self.on_close: Callable[[Episode], None] | None = None
+        """Told of every episode once it closed (the curriculum counts its outcome)."""
         self.hosts: list[Host] = []
         """The hosts serving this registry (one per entered server lifespan); an episode uses its
         caller's (a connection's lifespan ends with that connection), else the latest."""
@@ -76,6 +78,7 @@ class EpisodeRegistry:
         *,
         owner: str | None = None,
         host: Host | None = None,
+        task_id: str | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
         episode to a transport session so no other session can drive it; `host`: the caller's
@@ -95,10 +98,11 @@ class EpisodeRegistry:
         try:
             episode = self._admit(episode_id, owner=owner, host=host)
         except BaseException:
-            await _close_each(retired)
+            await self._close_each(retired)
             raise
+        episode.task_id = task_id
         try:  # admitted: from here any failure or cancellation retires it, never orphans it
-            await _close_each(retired)
+            await self._close_each(retired)
             return await episode.start(seed, options)
         except BaseException:
             await self._retire(episode)
@@ -119,11 +123,16 @@ class EpisodeRegistry:
         return episode
 
     async def open_implicit(
-        self, seed: int | None = None, options: dict[str, Any] | None = None, host: Host | None = None
+        self,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        host: Host | None = None,
+        task_id: str | None = None,
     ) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent), optionally
         started on a given task."""
         episode = self._admit(new_episode_id(), implicit=True, host=host)
+        episode.task_id = task_id
         try:
             await episode.start(seed, options)
         except BaseException:
@@ -170,7 +179,7 @@ class EpisodeRegistry:
     async def _retire(self, episode: Episode) -> None:
         if self._episodes.get(episode.id) is episode:
             self._remove(episode.id)
-        await episode.close()
+        await self._close_one(episode)
         if not self._episodes and self._high_water >= _TRIM_AFTER:
             self._high_water = 0
             await anyio.to_thread.run_sync(release_memory)  # a full collection: off the event loop
@@ -222,8 +231,16 @@ class EpisodeRegistry:
         self._high_water = max(self._high_water, len(self._episodes))
         return episode
 
+    async def _close_each(self, episodes: list[Episode | None]) -> None:
+        for episode in episodes:
+            if episode is not None:
+                await self._close_one(episode)
 
-async def _close_each(episodes: list[Episode | None]) -> None:
-    for episode in episodes:
-        if episode is not None:
-            await episode.close()
+    async def _close_one(self, episode: Episode) -> None:
+        already = episode.closed  # closing is idempotent; counting it must be too
+        await episode.close()
+        if self.on_close is not None and not already:
+            try:
+                self.on_close(episode)
+            except Exception:  # counting an outcome must never cost a close
+                logger.exception("counting episode %s for the curriculum failed", episode.id)

@@ -96,6 +96,13 @@ def _register_rollout(sub: Any) -> None:
         action="store_true",
         help="play the target's task catalog in order (episode i plays task i, cycling); not with --seed/--options",
     )
+    p.add_argument(
+        "--curriculum",
+        type=_positive,
+        default=None,
+        metavar="G",
+        help="the server's task sampler picks the tasks, one per group of G episodes (docs/curriculum.md)",
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None, help="completion tokens per model reply")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one model reply (%(default)s)")
@@ -138,6 +145,8 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
         tasks = await mcpgym.list_tasks(targets.resolve(args.target), prompts=False)
         if not tasks:
             raise SystemExit(f"mcpgym: {args.target} lists no tasks (its environment has no catalog())")
+    if args.curriculum is not None and (tasks is not None or args.seed is not None or options is not None):
+        raise SystemExit("mcpgym: --curriculum draws each group's task: drop --tasks, --seed and --options")
     policy = OpenAIPolicy(
         args.base_url,
         args.model,
@@ -163,6 +172,7 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
             progress=not args.no_progress,
             tasks=tasks,
             headers=client_headers(args),
+            curriculum=args.curriculum,
         )
     print(summary(trajectories, args.out), file=sys.stderr)
     # Some failed episodes are data; a run where every episode failed is a broken set-up.

@@ -1,4 +1,4 @@
-"""`mcpgym envs`: list every installed environment, by the short name targets accept.
+"""`mcpgym envs`: list every installed environment, by the short name targets accept (the catalog).
 
 Layer: CLI, over `mcpgym._targets.installed`.
 """
