@@ -146,3 +146,15 @@ def test_trl_takes_a_short_name() -> None:
 
     cls = environment_class("blackjack")
     assert {"hit", "stand"} <= set(dir(cls))
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_every_shipped_environment_passes_mcpgym_check_by_its_short_name(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check` resets two instances with one seed and compares what they dealt: a seed must name
+    one episode (not global state), which is what lets a report, a stamp and a recording name it."""
+    with pytest.raises(SystemExit) as exc:
+        main(["check", name])
+    assert exc.value.code == 0, capsys.readouterr().out
+    assert f"{name}: OK" in capsys.readouterr().out
