@@ -20,7 +20,7 @@ import pytest
 import mcpgym
 from mcpgym import harness, rubrics
 from mcpgym.harness import _scripted, compare, report, stats
-from mcpgym.harness.evaluate import EvalError, evaluate
+from mcpgym.harness.evaluation import EvalError, evaluate
 from mcpgym.harness.types import Trajectory
 from tests.conftest import serve_app
 

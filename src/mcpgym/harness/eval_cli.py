@@ -15,7 +15,7 @@ import anyio
 
 from mcpgym._cli.options import add_client_options, client_headers
 from mcpgym.harness import compare, report
-from mcpgym.harness.evaluate import evaluate
+from mcpgym.harness.evaluation import evaluate
 from mcpgym.harness.openai import API_KEY_ENV, OpenAIPolicy
 from mcpgym.harness.retry import Backoff
 from mcpgym.harness.rollout import SYSTEM_PROMPT

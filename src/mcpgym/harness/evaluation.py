@@ -1,4 +1,4 @@
-"""`evaluate`: play `samples` episodes of each task with a policy and report on them.
+"""`harness.evaluate`: play `samples` episodes of each task with a policy and report on them.
 
 Layer: harness, over `rollout` (the episodes), `mcpgym.list_tasks` (which tasks) and
 `harness.report` (what the numbers mean). The CLI (`mcpgym eval`) is `harness.eval_cli`.
