@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -210,3 +212,27 @@ def test_random_is_not_the_global_one() -> None:
     state = random.getstate()
     Sampler(TASKS, SamplerConfig(seed=1)).draw()
     assert random.getstate() == state
+
+
+async def test_mcpgym_serve_runs_the_sampler_its_flags_choose() -> None:
+    argv = [sys.executable, "-m", "mcpgym", "serve", "blackjack", "--http", "--port", "0"]
+    server = mcpgym.ServerProcess([*argv, "--curriculum", "learnability", "--curriculum-seed", "1"])
+    await anyio.to_thread.run_sync(server.start)
+
+    async def stand(messages: list[Any], tools: list[Any]) -> harness.AssistantTurn:
+        if any(m["role"] == "assistant" for m in messages):
+            return harness.AssistantTurn(content="done")
+        return harness.AssistantTurn(
+            tool_calls=[harness.ToolCall(id="c", name="stand", arguments_json="{}", arguments={})]
+        )
+
+    try:
+        played = await harness.rollout(server.url, stand, episodes=6, concurrency=3, curriculum=3)
+        stats = await mcpgym.task_stats(server.url)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(server.stop)
+    assert [t.status for t in played] == ["ok"] * 6
+    assert played[0].task_id == played[2].task_id and played[3].task_id == played[5].task_id
+    assert played[0].task_id is not None and played[0].task_id.startswith("blackjack/")
+    assert stats.sampler["sampler"] == "learnability" and sum(s["episodes"] for s in stats.tasks) == 6
