@@ -61,6 +61,8 @@ EXPORTED = {
     "VectorStep",
     "connect_vector",
     "connect_vector_sync",
+    "task_stats",
+    "SamplerConfig",
 }
 
 

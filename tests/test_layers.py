@@ -119,7 +119,7 @@ def test_pyproject_registers_the_harness_commands() -> None:
     plugin = EntryPoint(name, value, _commands.GROUP).load()
     parser = argparse.ArgumentParser()
     plugin.register(parser.add_subparsers(dest="command"))
-    assert set(plugin.COMMANDS) == {"rollout", "harness"}
+    assert set(plugin.COMMANDS) == {"rollout", "harness", "eval"}
     assert parser.parse_args(["rollout", "t", "--model", "m", "--base-url", "u"]).command == "rollout"
 
 

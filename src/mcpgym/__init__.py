@@ -29,9 +29,11 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from mcpgym._client.vector import AsyncVectorEnv, VectorStep, connect_vector
     from mcpgym._client.vector_sync import SyncVectorEnv, connect_vector_sync
     from mcpgym._episode.check import check_environment
+    from mcpgym._episode.sampler import SamplerConfig
     from mcpgym._recording.recording import Recording, StepRecord, read_recordings
     from mcpgym._server.gym_server import GymServer
     from mcpgym._targets.connect import Target, TargetError, connect, load_environment
+    from mcpgym._targets.curriculum import task_stats
     from mcpgym._targets.spec import RunSpec, SpecError, load_spec
     from mcpgym._targets.task_list import list_tasks
     from mcpgym.gateway.traces import read_traces
@@ -41,6 +43,8 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
 # the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
 # load when one of their names is first used (issue #22: the eager import cost 775 modules).
 _LAZY = {
+    "task_stats": "mcpgym._targets.curriculum",
+    "SamplerConfig": "mcpgym._episode.sampler",
     "read_traces": "mcpgym.gateway.traces",
     "AsyncEnv": "mcpgym._client.api",
     "AsyncVectorEnv": "mcpgym._client.vector",
@@ -93,6 +97,7 @@ __all__ = [
     "Rendering",
     "Reset",
     "RunSpec",
+    "SamplerConfig",
     "ServerProcess",
     "SharedClient",
     "SpecError",
@@ -117,6 +122,7 @@ __all__ = [
     "read_recordings",
     "read_traces",
     "run",
+    "task_stats",
     "tool",
     "wrap",
 ]

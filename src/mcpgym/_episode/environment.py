@@ -85,6 +85,10 @@ class Environment:
     max_steps: ClassVar[int | None] = None
     """Truncate the episode (done, truncated) after this many tool calls; None: no limit."""
 
+    max_reward: ClassVar[float | None] = None
+    """The best return an episode can earn, sent in `reset`'s info (`SUCCESS_KEY`): `mcpgym eval`
+    counts an episode whose return reaches it a success. None: not declared."""
+
     call_timeout: ClassVar[float | None] = None
     """Seconds a tool call may run before it fails with a timeout result; None: the server's
     setting (300 s by default; in-process: none). An `async` tool is cancelled and the episode

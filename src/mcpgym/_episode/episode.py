@@ -25,7 +25,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from mcpgym._core.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
-from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, ResetResult
+from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, SUCCESS_KEY, ResetResult
+from mcpgym._core.tasks import CURRICULUM_KEY
 from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
@@ -119,6 +120,8 @@ class Episode:
         self.done = False
         self.truncated = False
         self.seed: int | None = None
+        self.task_id: str | None = None
+        """The catalog task this episode plays, when the server knows it (`_server.curriculum`)."""
         self.last_active = time.monotonic()
         self.closed = False
         self.score: EpisodeScore | None = None
@@ -130,6 +133,12 @@ class Episode:
         """Set once the worker thread of a sync tool abandoned by a timeout or a cancellation ends."""
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
+        if options and CURRICULUM_KEY in options:  # a server resolves it before the episode starts
+            raise MCPError(
+                INVALID_PARAMS,
+                f"{CURRICULUM_KEY}: drawing a task from the curriculum needs a server (its sampler lives there); "
+                "serve the environment (mcpgym serve ... --curriculum learnability) and connect to it",
+            )
         self.seed = seed
         self.env.rng = random.Random(seed)
         try:
@@ -148,8 +157,11 @@ class Episode:
             self.score = EpisodeScore(rubric, jsonable)
             trajectory = [name for name, _, _ in rubric.trajectory_parts]
             info[RUBRIC_KEY] = {"components": list(rubric.components), "trajectory": trajectory}
+        if (best := type(self.env).max_reward) is not None:
+            info[SUCCESS_KEY] = {"max_reward": best}
         if self.recorder is not None:
-            self._log = self.recorder.open(self.id, type(self.env).__name__, seed, options, self.implicit)
+            name = type(self.env).__name__
+            self._log = self.recorder.open(self.id, name, seed, options, self.implicit, task_id=self.task_id)
             await self._log.reset(jsonable, render=self._recorded_render())
         return ResetResult(observation=jsonable, info=info)
 
@@ -219,6 +231,10 @@ class Episode:
         }
         if step.components:
             stamp["components"] = step.components
+        if self.seed is not None:
+            stamp["seed"] = self.seed
+        if self.task_id is not None:
+            stamp["task"] = self.task_id
         if stamp["reward"] != stamp["reward"]:  # NaN: unscored. JSON has no NaN: null says it.
             stamp["reward"] = None
         if UNKNOWN_TOOL_INFO in step.info:  # on the wire a protocol error, its step in the data

@@ -8,8 +8,8 @@ Format: `DIR/<episode_id>.jsonl`, one JSON object per line, each written before 
 result is sent (off the event loop, with a bounded number of open files), so a killed server
 leaves every completed step on disk:
 
-    {"event": "reset", "schema", "episode_id", "environment", "seed", "options", "observation", "implicit", "time",
-     ["render"]}
+    {"event": "reset", "schema", "episode_id", "environment", "seed", "options", ["task_id"], "observation",
+     "implicit", "time", ["render"]}
     {"event": "step", "tool", "arguments", "result", "reward", "done", "terminated", "truncated", "step",
      "time", "duration", ["components", "env_reward", "signals", "render"]}
     {"event": "close", "step_count", "total_reward", "done", "terminated", "truncated", "time", ["components"]}
@@ -99,6 +99,8 @@ class Recording(BaseModel):
     environment: str
     seed: int | None = None
     options: dict[str, Any] | None = None
+    task_id: str | None = None
+    """The catalog task the episode played, when the server knew it (recorded since #27)."""
     observation: Any = None
     implicit: bool = False
     started: float = 0.0
@@ -138,11 +140,18 @@ class Recorder:
         self._writer = _Writer(max_open_files)
 
     def open(
-        self, episode_id: str, environment: str, seed: int | None, options: dict[str, Any] | None, implicit: bool
+        self,
+        episode_id: str,
+        environment: str,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        implicit: bool,
+        *,
+        task_id: str | None = None,
     ) -> EpisodeLog:
         file = _File(self.directory, episode_id)
         blobs = BlobStore(self.directory)
-        return EpisodeLog(file, self._writer, episode_id, environment, seed, options, implicit, blobs)
+        return EpisodeLog(file, self._writer, episode_id, environment, seed, options, implicit, blobs, task_id=task_id)
 
 
 class _File:
@@ -266,6 +275,8 @@ class EpisodeLog:
         options: dict[str, Any] | None,
         implicit: bool,
         blobs: BlobStore | None = None,
+        *,
+        task_id: str | None = None,
     ) -> None:
         self._file = file
         self._writer = writer
@@ -278,6 +289,8 @@ class EpisodeLog:
             "options": options,
             "implicit": implicit,
         }
+        if task_id is not None:  # the catalog task the server attributed the episode to
+            self._header["task_id"] = task_id
 
     async def reset(self, observation: Any, *, render: dict[str, Any] | None = None) -> None:
         observation = self._blobs.externalize(observation)

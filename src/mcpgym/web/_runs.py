@@ -78,6 +78,10 @@ class RunIndex:
     def rows(self) -> list[dict[str, Any]]:
         return self._rows
 
+    def files(self) -> dict[Path, list[dict[str, Any]]]:
+        """The summary rows of each indexed file, as of the last `refresh` (the charts group by it)."""
+        return {path: [row for row, _ in entry.rows] for path, entry in self._files.items()}
+
     def episode(self, n: int) -> dict[str, Any]:
         """Episode `n` in full: the record file's events, or the rollout line's trajectory."""
         location = self._locations[n]
@@ -165,6 +169,7 @@ def _record_summary(path: Path, name: str, f: Any, head: dict[str, Any]) -> dict
         "truncated": truncated,
         "status": status,
         "duration": max(0.0, ended - started),
+        "components": (close or {}).get("components") or {},
     }
 
 
@@ -234,6 +239,7 @@ def _rollout_summary(name: str, t: dict[str, Any]) -> dict[str, Any]:
         "stop": t.get("stop"),
         "error": t.get("error"),
         "duration": t.get("duration") or 0.0,
+        "components": t.get("components") or {},
     }
 
 

@@ -41,6 +41,7 @@ class Blackjack(mcpgym.Environment):
     over: `hit` takes a card, `stand` ends your turn and the dealer draws to 17. Aces count 11 or 1,
     face cards 10. Reward: +1 win, 0 push, -1 loss."""
 
+    max_reward = 1.0
     max_steps = 12  # 11 hits always bust; the limit only stops a client that ignores `done`
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class Maze(mcpgym.Environment):
     square, dark tiles are walls. `move` steps one tile up, down, left or right and shows the maze
     again; `look` shows it without moving. Reaching the goal earns reward 1.0 and ends the episode."""
 
+    max_reward = 1.0
     max_steps = 200
 
     def __init__(self, size: int = 4, show_text: bool = False) -> None:
