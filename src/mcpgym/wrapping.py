@@ -1,12 +1,22 @@
 """Any MCP server as an environment: the types around `mcpgym.wrap()`.
 
+The sandbox has no network, so install the server first (`npm install
+@modelcontextprotocol/server-filesystem`, or a virtualenv for a Python server) and wrap what was
+installed; its interpreter and packages are found and shown to it read-only:
+
 ```python
 import mcpgym
-from mcpgym.wrapping import TaskSpec, Verify, FileCheck
+from mcpgym.wrapping import FileCheck, Sandbox, TaskSpec, Verify
 
-Env = mcpgym.wrap(["npx", "@modelcontextprotocol/server-filesystem", "{workspace}"], tasks="tasks.jsonl")
+Env = mcpgym.wrap(["node_modules/.bin/mcp-server-filesystem", "{workspace}"], tasks="tasks.jsonl")
+Memory = mcpgym.wrap(
+    ["node_modules/.bin/mcp-server-memory"],
+    sandbox=Sandbox(env={"MEMORY_FILE_PATH": "{workspace}/memory.jsonl"}),  # its state, per episode
+)
 ```
-See rfcs/0015-wrapping-mcp-servers.md.
+`Sandbox(read_only=..., env=..., network=...)` adds host paths, environment variables and
+network access; a task's `setup` commands run before its server starts. See docs/wrapping.md
+and rfcs/0015-wrapping-mcp-servers.md.
 
 `wrap()` starts nothing: the wrapped server is started once, to list its tools, when the class's
 tools are first needed. Serving the class (`mcpgym serve`, `GymServer`) lists them before the

@@ -24,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp
 
+from mcpgym._core.batch import STEPS_METHOD, StepsParams, StepsResult
 from mcpgym._core.errors import INVALID_PARAMS, MCPError
 from mcpgym._core.protocol import (
     CLOSE_METHOD,
@@ -39,15 +40,19 @@ from mcpgym._core.protocol import (
     StateResult,
     is_valid_episode_id,
 )
+from mcpgym._core.tasks import TASK_STATS_METHOD, TaskStatsParams, TaskStatsResult
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
+from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._episode.tools import tools_ready
 from mcpgym._recording.recording import Recorder
+from mcpgym._server.batch import run_steps
 from mcpgym._server.catalog import CatalogHandlers
-from mcpgym._server.http import http_app, serve_http
+from mcpgym._server.curriculum import TASK_INFO_KEY, Curriculum, task_info
+from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._server.registry import EpisodeRegistry
 
@@ -74,24 +79,37 @@ class GymExtension(Extension):
 
     identifier = EXTENSION_ID
 
-    def __init__(self, registry: EpisodeRegistry) -> None:
+    def __init__(self, registry: EpisodeRegistry, curriculum: Curriculum) -> None:
         self.registry = registry
+        self.curriculum = curriculum
 
     def settings(self) -> dict[str, Any]:
-        return {"methods": [RESET_METHOD, STATE_METHOD, CLOSE_METHOD], "episodeMetaKey": EPISODE_KEY}
+        methods = [RESET_METHOD, STATE_METHOD, CLOSE_METHOD, STEPS_METHOD, TASK_STATS_METHOD]
+        return {"methods": methods, "episodeMetaKey": EPISODE_KEY, "sampler": self.curriculum.config.sampler}
 
     def methods(self) -> Sequence[MethodBinding]:
         return (
             MethodBinding(RESET_METHOD, ResetParams, self._reset),
             MethodBinding(STATE_METHOD, EpisodeParams, self._state),
             MethodBinding(CLOSE_METHOD, EpisodeParams, self._close),
+            MethodBinding(STEPS_METHOD, StepsParams, self._steps),
+            MethodBinding(TASK_STATS_METHOD, TaskStatsParams, self._task_stats),
         )
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
+        seed, options, task = await self.curriculum.resolve(params.seed, params.options)
         result = await self.registry.reset(
-            episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
+            episode_id,
+            seed,
+            options,
+            params.previous,
+            owner=owner,
+            host=_host_of(ctx),
+            task_id=task.id if task is not None else None,
         )
+        if task is not None:  # the client learns which task it plays (it may not have chosen it)
+            result.info[TASK_INFO_KEY] = task_info(task)
         # Bound to `owner` (an HTTP session nobody else may use), it ends with that session:
         # `end_session` when the client deletes it, the idle expiry when it just goes away.
         return result
@@ -101,6 +119,12 @@ class GymExtension(Extension):
 
     async def _close(self, ctx: Ctx, params: EpisodeParams) -> CloseResult:
         return CloseResult(state=await self.registry.close(require_episode_id(ctx), session_of(ctx)))
+
+    async def _steps(self, ctx: Ctx, params: StepsParams) -> StepsResult:
+        return await run_steps(self.registry, params, session_of(ctx))
+
+    async def _task_stats(self, ctx: Ctx, params: TaskStatsParams) -> TaskStatsResult:
+        return await self.curriculum.stats(ctx.session.client_capabilities)
 
 
 class GymServer:
@@ -116,6 +140,7 @@ class GymServer:
         record: str | Path | None = None,
         call_timeout: float | None = CALL_TIMEOUT,
         reveal_rewards: bool = True,
+        curriculum: SamplerConfig | None = None,
     ) -> None:
         """Serve `env` (a class, or `functools.partial(Class, ...)`), one instance per episode.
 
@@ -124,6 +149,8 @@ class GymServer:
         `call_timeout` fails a tool call that runs longer (unless the class sets its own);
         `reveal_rewards=False` keeps the reward stamp out of results sent to plain agents
         (implicit episodes: still recorded), for harnesses that must not show the model rewards.
+        `curriculum` chooses the task sampler for resets that ask for a drawn task (uniform by
+        default; `SamplerConfig(sampler="learnability")`, docs/curriculum.md).
         """
         env_cls, factory = resolve_factory(env)
         self.env_cls = env_cls
@@ -148,7 +175,9 @@ class GymServer:
             on_call_tool=self._call_tool,
             **self.catalog.handlers(),
         )
-        self.extension = GymExtension(self.registry)
+        self.curriculum = Curriculum(self.catalog, curriculum or SamplerConfig(), env_cls.max_reward)
+        self.registry.on_close = self.curriculum.observe
+        self.extension = GymExtension(self.registry, self.curriculum)
         for binding in self.extension.methods():
             self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
         self.mcp.extensions[self.extension.identifier] = self.extension.settings()
@@ -260,7 +289,10 @@ class GymServer:
                 await self.registry.close(episode.id)
             if task is not None or episode is None or episode.closed:
                 seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
-                episode = await self.registry.open_implicit(seed, options, _host_of(ctx), owner=session_of(ctx))
+                task_id = task.id if task is not None else None
+                episode = await self.registry.open_implicit(
+                    seed, options, _host_of(ctx), task_id, owner=session_of(ctx)
+                )
                 state[_IMPLICIT] = episode
             return episode
 
@@ -298,8 +330,16 @@ class GymServer:
         signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
         must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
         app = self.http_app(host=host, **app_options)
+        # A WebSocket frame (`openenv=True`) is bounded like a request body.
+        ws_max_size = app_options.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         return await serve_http(
-            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+            app,
+            host,
+            port,
+            on_ready=on_ready,
+            header_timeout=header_timeout,
+            max_connections=max_connections,
+            ws_max_size=ws_max_size,
         )
 
 

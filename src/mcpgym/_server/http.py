@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import HANDLED_SIGNALS
@@ -49,8 +50,13 @@ WILDCARD = ("0.0.0.0", "::", "")
 HEALTH_PATH = "/healthz"
 
 
+OPEN_PATHS = (HEALTH_PATH, "/health")
+"""Served without the token: liveness probes carry none (`/health` is OpenEnv's, `--openenv`)."""
+
+
 class BearerAuth:
-    """Refuse every HTTP request without `Authorization: Bearer <token>` (401)."""
+    """Refuse every HTTP request and WebSocket handshake without `Authorization: Bearer <token>`
+    (401; a WebSocket is closed before it opens, which its client sees as HTTP 403)."""
 
     def __init__(self, app: ASGIApp, token: str, public: Callable[[str], bool] | None = None) -> None:
         self.app = app
@@ -60,10 +66,17 @@ class BearerAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # /healthz stays open: load balancers and Kubernetes probes carry no token.
         path = scope.get("path", "")
-        if scope["type"] == "http" and path != HEALTH_PATH and not (self._public and self._public(path)):
+        if (
+            scope["type"] in ("http", "websocket")
+            and path not in OPEN_PATHS
+            and not (self._public and self._public(path))
+        ):
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             # compare_digest: the time taken does not reveal how much of a guess was right.
             if not hmac.compare_digest(given, self._expected):
+                if scope["type"] == "websocket":
+                    await WebSocket(scope, receive, send).close(code=1008)
+                    return
                 response = JSONResponse(
                     {"error": "unauthorized", "message": "send 'Authorization: Bearer <token>' (see --token)"},
                     status_code=401,
@@ -87,6 +100,7 @@ def http_app(
     token: str | None = None,
     web: bool = False,
     stateless_agents: bool = False,
+    openenv: bool = False,
 ) -> ASGIApp:
     """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
 
@@ -95,7 +109,8 @@ def http_app(
     page at /web (mcpgym.web), under the same checks and token. Agents that never reset are kept
     on session-based HTTP, so their calls share one episode whatever revision they prefer
     (`_plain_agents`); `stateless_agents=True` lets them use the 2026-07-28 stateless wire,
-    where each of their tool calls is an episode of its own."""
+    where each of their tool calls is an episode of its own. `openenv` adds OpenEnv's HTTP and
+    WebSocket API beside /mcp (`mcpgym.bridges.openenv`), under the same checks and token."""
     security = security_settings(host, allowed_hosts)
     page, page_routes = None, []
     if web:
@@ -119,6 +134,11 @@ def http_app(
     gym.registry.session_idle_timeout = session_idle_timeout
     served: ASGIApp = EndsSessions(app, gym, path)
     served = served if stateless_agents else SessionsForPlainAgents(served)
+    if openenv:
+        from mcpgym.bridges.openenv._serve import OpenEnvDoor, require_websockets
+
+        require_websockets()
+        served = OpenEnvDoor(served, gym, security, max_body_bytes)
     return BearerAuth(served, token, public=is_public if page else None) if token else served
 
 

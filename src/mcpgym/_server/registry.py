@@ -71,6 +71,8 @@ class EpisodeRegistry:
         self.session_idle_timeout: float | None = None
         """How long the HTTP transport keeps an idle session (set by the HTTP app): an implicit
         episode bound to a session idle that long can no longer be reached, so it expires."""
+        self.on_close: Callable[[Episode], None] | None = None
+        """Told of every episode once it closed (the curriculum counts its outcome)."""
         self.hosts: list[Host] = []
         """The hosts serving this registry (one per entered server lifespan); an episode uses its
         caller's (a connection's lifespan ends with that connection), else the latest."""
@@ -87,6 +89,7 @@ class EpisodeRegistry:
         *,
         owner: str | None = None,
         host: Host | None = None,
+        task_id: str | None = None,
     ) -> ResetResult:
         """Start `episode_id` (replacing it if live) and close `previous`; `owner` binds the
         episode to a transport session so no other session can drive it; `host`: the caller's
@@ -106,10 +109,11 @@ class EpisodeRegistry:
         try:
             episode = self._admit(episode_id, owner=owner, host=host)
         except BaseException:
-            await _close_each(retired)
+            await self._close_each(retired)
             raise
+        episode.task_id = task_id
         try:  # admitted: from here any failure or cancellation retires it, never orphans it
-            await _close_each(retired)
+            await self._close_each(retired)
             return await episode.start(seed, options)
         except BaseException:
             await self._retire(episode)
@@ -134,12 +138,14 @@ class EpisodeRegistry:
         seed: int | None = None,
         options: dict[str, Any] | None = None,
         host: Host | None = None,
+        task_id: str | None = None,
         *,
         owner: str | None = None,
     ) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent), optionally
         started on a given task; `owner`: the HTTP session it lives and ends with."""
         episode = self._admit(new_episode_id(), implicit=True, owner=owner, host=host)
+        episode.task_id = task_id
         try:
             await episode.start(seed, options)
         except BaseException:
@@ -191,7 +197,7 @@ class EpisodeRegistry:
     async def _retire(self, episode: Episode) -> None:
         if self._episodes.get(episode.id) is episode:
             self._remove(episode.id)
-        await episode.close()
+        await self._close_one(episode)
         if not self._episodes and self._high_water >= _TRIM_AFTER:
             self._high_water = 0
             await release_memory()
@@ -244,8 +250,16 @@ class EpisodeRegistry:
         self._high_water = max(self._high_water, len(self._episodes))
         return episode
 
+    async def _close_each(self, episodes: list[Episode | None]) -> None:
+        for episode in episodes:
+            if episode is not None:
+                await self._close_one(episode)
 
-async def _close_each(episodes: list[Episode | None]) -> None:
-    for episode in episodes:
-        if episode is not None:
-            await episode.close()
+    async def _close_one(self, episode: Episode) -> None:
+        already = episode.closed  # closing is idempotent; counting it must be too
+        await episode.close()
+        if self.on_close is not None and not already:
+            try:
+                self.on_close(episode)
+            except Exception:  # counting an outcome must never cost a close
+                logger.exception("counting episode %s for the curriculum failed", episode.id)
