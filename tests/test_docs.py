@@ -36,3 +36,11 @@ def test_every_page_is_in_the_nav() -> None:
     nav = _nav_files(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
     pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
     assert pages - nav == set() and nav - pages == set()
+
+
+def test_install_commands_work_from_a_checkout_whatever_its_folder_is_called() -> None:
+    """`pip install ./mcpgym` only works from the parent of a folder named `mcpgym` (#22 item 10):
+    the docs install this checkout from its root (`pip install .`)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    offenders = [str(p.relative_to(REPO)) for p in pages if "pip install ./mcpgym" in p.read_text()]
+    assert offenders == []

@@ -11,8 +11,9 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 import mcpgym
+from mcpgym._core.fastpath import Turns
 from mcpgym._core.types import StepResult, ToolStep, tool_step
-from mcpgym._episode.episode import Episode, Turns
+from mcpgym._episode.episode import Episode
 
 # --------------------------------------------------------------------------- turns
 
@@ -302,3 +303,62 @@ async def test_a_malformed_call_in_process_is_a_protocol_error_not_a_step() -> N
             await env.call_tool("parse", ["not", "an", "object"])  # type: ignore[arg-type]
         assert caught.value.code == -32602 and "Malformed call of tool 'parse'" in caught.value.message
         assert (await env.state()).step_count == 0
+
+
+# --------------------------------------------------------------------------- frozen steps stay as built
+
+
+class _Sealed(dict[str, Any]):
+    """A step's `info` that refuses writes: a frozen StepResult is complete when it is built."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise AssertionError(f"info[{key!r}] written after the step was built")
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tools_step_is_complete_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcpgym._core.types as types_module
+    import mcpgym._episode.episode as episode_module
+
+    real = types_module.tool_step
+
+    def sealed(*args: Any, **kwargs: Any) -> ToolStep:
+        step = real(*args, **kwargs)
+        return step.model_copy(update={"info": _Sealed(step.info)})
+
+    monkeypatch.setattr(episode_module, "tool_step", sealed)
+    monkeypatch.setattr(types_module, "tool_step", sealed)
+    async with mcpgym.connect(Gated) as env:
+        await env.reset()
+        step = await env.call_tool("no_such_tool")
+    assert step.is_error and step.info["unknown_tool"] is True and step.info["step"] == 1
+
+
+@pytest.mark.anyio
+async def test_each_step_after_the_end_has_a_ledger_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcpgym._episode.episode as episode_module
+
+    made: list[object] = []
+    real = episode_module.StepLedger  # type: ignore[attr-defined]
+
+    def counted() -> Any:
+        made.append(ledger := real())
+        return ledger
+
+    monkeypatch.setattr(episode_module, "StepLedger", counted)
+    async with mcpgym.connect(Ends) as env:
+        await env.reset()
+        await env.call_tool("end")
+        before = len(made)
+        for _ in range(3):
+            over = await env.call_tool("end")
+            assert over.is_error and over.done
+    assert len(made) == before + 3 and len({id(x) for x in made[before:]}) == 3
+
+
+class Ends(mcpgym.Environment):
+    @mcpgym.tool
+    async def end(self) -> str:
+        """End the episode."""
+        self.finish(reward=1.0)
+        return "ended"

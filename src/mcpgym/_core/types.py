@@ -1,7 +1,7 @@
 """Public value types of the Gym-facing API: actions, step results, episode state.
 
 Layer: plain data, frozen pydantic models (they cross the wire or are handed to users).
-Imports nothing else from mcpgym.
+Imports only the core's hot-path module (`trusted`, re-exported here for the doors).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Annotated, Any, Generic, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from mcpgym._core.fastpath import trusted as trusted
+
 JSONValue = JsonValue
 """Anything JSON can carry: what `reset()` observations and tool arguments are made of."""
 
 ObsT = TypeVar("ObsT")
-ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def _none_is_nan(value: Any) -> Any:
@@ -113,36 +114,13 @@ class EpisodeState(_Frozen):
     page, `mcpgym play`); never shown to agents."""
 
 
-# The slots every BaseModel instance carries, set through their descriptors (what
-# `model_construct` does, minus its per-field Python loop).
-_new = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-def trusted(cls: type[ModelT], values: dict[str, Any], fields_set: set[str]) -> ModelT:
-    """The instance of `cls` that validating `values` would build, built without validating.
-
-    Only for values the caller knows are already valid, of a model with no private attributes
-    and no `extra="allow"` (that is, hot-path objects built from our own data). `values` holds
-    every field by its Python name, exactly as the validated instance's `__dict__` would;
-    `fields_set` is what `model_fields_set` would be. The result is a real `cls` instance,
-    equal to the validated one (`==`, `model_dump`, fields set), and a frozen model stays
-    frozen; tests/test_fastpath.py pins this for each use. It costs about a fifth of
-    validation, which matters on the in-process step (rfcs/0002-in-process-mode.md).
-    """
-    obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
 ToolStep = StepResult[types.CallToolResult]
 """What a tool call's step returns."""
+
+
+UNKNOWN_TOOL_INFO = "unknown_tool"
+"""The `StepResult.info` key (value True) that marks the step of a call to a tool the
+environment does not have (rfcs/0001: what an RL loop sees when a policy invents a name)."""
 
 
 def tool_step(
@@ -152,35 +130,27 @@ def tool_step(
     truncated: bool,
     step: int,
     components: Components | None = None,
+    *,
+    unknown: bool = False,
 ) -> ToolStep:
     """A tool call's `StepResult`, from exactly typed values (a `float` reward, `bool` flags, the
-    episode's step number): `trusted`, spelled out, since every step of every door builds one.
-    `terminated` is `done and not truncated`: the core never sets both."""
-    obj = _new(ToolStep)
-    _set_dict(
-        obj,
-        {
-            "observation": result,
-            "reward": reward,
-            "done": done,
-            "truncated": truncated,
-            "info": {"step": step},
-            "terminated": done and not truncated,
-            "components": {} if components is None else components,
-        },
-    )
-    _set_fields_set(obj, _TOOL_STEP_FIELDS)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
+    episode's step number), built `trusted` since every step of every door builds one.
+    `terminated` is `done and not truncated`: the core never sets both. `unknown`: the step of
+    a call to a tool the environment lacks (`info[UNKNOWN_TOOL_INFO]`); the model is frozen, so
+    what its `info` says is decided here, never written in afterwards."""
+    values = {
+        "observation": result,
+        "reward": reward,
+        "done": done,
+        "truncated": truncated,
+        "info": {"step": step, UNKNOWN_TOOL_INFO: True} if unknown else {"step": step},
+        "terminated": done and not truncated,
+        "components": {} if components is None else components,
+    }
+    return trusted(ToolStep, values, _TOOL_STEP_FIELDS)
 
 
 _TOOL_STEP_FIELDS = {"observation", "reward", "done", "truncated", "info", "terminated", "components"}
-
-
-UNKNOWN_TOOL_INFO = "unknown_tool"
-"""The `StepResult.info` key (value True) that marks the step of a call to a tool the
-environment does not have (rfcs/0001: what an RL loop sees when a policy invents a name)."""
 
 
 def unknown_tool_step(
@@ -189,6 +159,4 @@ def unknown_tool_step(
     """The `is_error` step of a call to an unknown tool, identical on every door (its reward is
     0 unless a rubric scores such steps)."""
     result = types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
-    outcome = tool_step(result, reward, done, truncated, step, components)
-    outcome.info[UNKNOWN_TOOL_INFO] = True
-    return outcome
+    return tool_step(result, reward, done, truncated, step, components, unknown=True)

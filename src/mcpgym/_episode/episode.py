@@ -14,7 +14,6 @@ import math
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +24,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from mcpgym._core.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
+from mcpgym._core.fastpath import Turns
 from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, SUCCESS_KEY, ResetResult
 from mcpgym._core.tasks import CURRICULUM_KEY
 from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
@@ -38,49 +38,6 @@ from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
 logger = logging.getLogger("mcpgym")
-
-
-class Turns:
-    """Steps of one episode take turns: one at a time, in the order they arrive.
-
-    Agents may send parallel calls to one episode. A free turn is taken with one flag test (a
-    trainer awaiting one step at a time never waits, and `anyio.Lock`'s task bookkeeping costs
-    more than the rest of such a step's accounting); a caller that finds the episode busy
-    queues on an event and is handed the turn by the step before it.
-    """
-
-    __slots__ = ("_waiting", "busy")
-
-    def __init__(self) -> None:
-        self.busy = False
-        self._waiting: deque[anyio.Event] = deque()
-
-    def take_nowait(self) -> bool:
-        """Take the turn if it is free; False if the caller must `wait()` for it."""
-        if self.busy:
-            return False
-        self.busy = True
-        return True
-
-    async def wait(self) -> None:
-        """Wait in line; returns holding the turn."""
-        handed = anyio.Event()
-        self._waiting.append(handed)
-        try:
-            await handed.wait()
-        except BaseException:  # cancelled in line: leave it, or pass on a turn handed to us
-            if handed.is_set():
-                self.release()
-            else:
-                self._waiting.remove(handed)
-            raise
-
-    def release(self) -> None:
-        """End this turn: hand it to the next caller in line (still busy), or free it."""
-        if self._waiting:
-            self._waiting.popleft().set()
-        else:
-            self.busy = False
 
 
 class Episode:
@@ -257,14 +214,15 @@ class Episode:
                 raise unknown_episode()
             arguments = arguments or {}
             started = time.time() if self._log is not None else 0.0  # wall time only for the record
-            ledger = _OVER
-            if self.done:
+            ledger = StepLedger()  # this step's own: what its tool reports (none runs once it is over)
+            refused = self.done  # a call after the end: no tool runs, and it is not a step of the record
+            if refused:
                 over = _error("The episode is over; start a new one with reset().")
                 outcome = tool_step(over, 0.0, True, self.truncated, self.step_count)
             else:
                 # Validate, call, convert: every failure becomes an `isError` result, never a
-                # raise. Written out here rather than in a helper coroutine: one frame less per step.
-                ledger = StepLedger()
+                # raise. Written out here rather than in a helper coroutine: one frame less per step
+                # (benchmarks/bench_hotpath.py, "inline step body").
                 token = LEDGER.set(ledger)
                 kwargs: dict[str, Any] | None = None
                 try:
@@ -292,7 +250,7 @@ class Episode:
                 outcome = self._account(result, ledger, name, arguments)
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
-            if self._log is not None and ledger is not _OVER:  # a refused call is not a step of the record
+            if self._log is not None and not refused:
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
                 picture = self._recorded_render()
                 await self._log.step(name, arguments, outcome, own, ledger.signals, started=started, render=picture)
@@ -313,10 +271,9 @@ class Episode:
             arguments = arguments or {}
             started = time.time()
             ledger = StepLedger()
-            outcome = self._account(_error(message), ledger, name, arguments)
+            outcome = self._account(_error(message), ledger, name, arguments, unknown=True)
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
-            outcome.info[UNKNOWN_TOOL_INFO] = True  # this step's own dict (tool_step builds one per step)
             if self._log is not None:
                 own = None if self.score is None else ledger.reward
                 await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
@@ -353,7 +310,13 @@ class Episode:
         )
 
     def _account(
-        self, result: types.CallToolResult, ledger: StepLedger, name: str, arguments: dict[str, Any]
+        self,
+        result: types.CallToolResult,
+        ledger: StepLedger,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        unknown: bool = False,
     ) -> ToolStep:
         self.step_count += 1
         if ledger.stranded:
@@ -365,14 +328,14 @@ class Episode:
             self.done = self.truncated = True
         if self.score is None:
             self.total_reward += ledger.reward
-            return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count)
+            return tool_step(result, ledger.reward, self.done, self.truncated, self.step_count, unknown=unknown)
         # With a rubric, the environment's own reward is one of the rubric's inputs.
         terminated = self.done and not self.truncated
         reward, components = self.score.step(
             name, arguments, result, ledger.reward, ledger.signals, self.step_count, terminated, self.truncated
         )
         self.total_reward = self.score.total
-        return tool_step(result, reward, self.done, self.truncated, self.step_count, components)
+        return tool_step(result, reward, self.done, self.truncated, self.step_count, components, unknown=unknown)
 
     async def _finish_scoring(self, last: ToolStep) -> ToolStep:
         """The last step also carries the trajectory components (awaited here: the final
@@ -381,7 +344,11 @@ class Episode:
         added, final = await self.score.finish(type(self.env).__name__, self.seed, last.terminated, last.truncated)
         self.total_reward = self.score.total
         components = {**last.components, **final}
-        return tool_step(last.observation, last.reward + added, last.done, last.truncated, self.step_count, components)
+        unknown = UNKNOWN_TOOL_INFO in last.info
+        reward = last.reward + added
+        return tool_step(
+            last.observation, reward, last.done, last.truncated, self.step_count, components, unknown=unknown
+        )
 
     def _final_state(self) -> EpisodeState | None:
         try:
@@ -423,10 +390,6 @@ class Episode:
                 await _release_held(self.env)
                 if waited:
                     self._turns.release()
-
-
-_OVER = StepLedger()
-"""The (empty) ledger of a call made after the episode ended: no tool ran."""
 
 
 async def _release_held(env: Environment) -> None:

@@ -22,7 +22,7 @@ from mcp.shared.tool_name_validation import validate_and_warn_tool_name
 from mcp_types import ContentBlock
 from pydantic import BaseModel, ConfigDict
 
-from mcpgym._core.types import trusted
+from mcpgym._core.fastpath import trusted
 
 F = TypeVar("F", bound=Callable[..., Any])
 

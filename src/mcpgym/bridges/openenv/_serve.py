@@ -147,7 +147,6 @@ class OpenEnvDoor:
             ("POST", "/mcp"): self.http_mcp,
         }
         self.routes = routes
-        self.state = getattr(app, "state", None)  # what UvicornServer.shutdown looks for
         self._limited = RequestBodyLimitMiddleware(self._http, max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
