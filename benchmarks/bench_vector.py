@@ -1,10 +1,11 @@
 """A vector env's client CPU per step against OpenEnv's WebSocket client, side by side in one run.
 
-    python -m benchmarks.bench_vector --openenv-python /tmp/oevenv/bin/python [--slots 8,64] [--seconds 2]
+    python -m benchmarks.bench_vector [--openenv-python PYTHON] [--slots 8,64] [--seconds 2]
 
-The OpenEnv side runs under its own Python (a throwaway venv with `openenv-core`, no dependency
-of ours: `python -m venv /tmp/oevenv && /tmp/oevenv/bin/pip install openenv-core==0.3.0`), as
-`benchmarks.openenv_echo`: its echo environment on its own server, n `EnvClient` WebSocket
+The OpenEnv side runs under its own Python (OpenEnv needs the MCP SDK 1.x, so it never shares
+our interpreter): by default the pinned venv the OpenEnv bridge tests use (`tests/openenv_venv.py`
+builds it from tests/openenv/requirements.txt), or any Python with `openenv` / `openenv-core`
+installed. It runs `benchmarks.openenv_echo`: its echo environment on its own server, n `EnvClient` WebSocket
 sessions stepping at once. Ours, against our echo server (`benchmarks.echo_servers`), at the same
 n: `connect_vector(url, n)` (one `mcpgym/steps` request per batch), the same with `batch=False`
 (a request per slot), and one `mcp.Client` per episode (the reference every ratio is taken
@@ -52,11 +53,15 @@ def openenv_row(python: str, n: int, seconds: float) -> Row:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--openenv-python", required=True, help="a Python with openenv-core installed")
+    parser.add_argument("--openenv-python", help="a Python with openenv installed (default: tests/openenv/.venv)")
     parser.add_argument("--slots", default="8,64", help="comma-separated slot (episode) counts")
     parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per cell")
     args = parser.parse_args()
     counts = [int(x) for x in args.slots.split(",")]
+    if args.openenv_python is None:
+        from tests.openenv_venv import openenv_python
+
+        args.openenv_python = str(openenv_python())
     rows: list[Row] = []
     with http_server("ours", ServerSettings()) as (url, proc):
         anyio.run(until_ready, url)
