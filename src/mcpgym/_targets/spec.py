@@ -10,6 +10,7 @@ tasks: {count: 32, seed: 0}           # the episodes `mcpgym rollout` plays (res
 reward: {hide: false}                 # keep reward stamps out of results sent to plain agents
 limits: {max_episodes: 1000, idle_timeout: 900, call_timeout: 300}
 serve: {http: true, port: 8000}       # how `mcpgym serve` serves it
+curriculum: {sampler: learnability}   # which task a drawn reset plays (uniform by default)
 ```
 
 Every field is validated; an unknown key, a wrong type or a bad value is a `SpecError` naming
@@ -31,6 +32,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES
 from mcpgym._targets.target import FILE_FORMATS, SCHEMES, ParsedTarget, TargetError, parse, scheme_target
 
@@ -109,6 +111,9 @@ class RunSpec(_Section):
     reward: Reward = Reward()
     limits: Limits = Limits()
     serve: Serve = Serve()
+    curriculum: Annotated[
+        SamplerConfig, Field(description="the task sampler the server runs for drawn tasks (docs/curriculum.md)")
+    ] = SamplerConfig()
 
     @pydantic.field_validator("args")
     @classmethod
@@ -271,6 +276,10 @@ def serve_defaults(spec: RunSpec) -> dict[str, Any]:
         "max_episodes": spec.limits.max_episodes,
         "idle_timeout": spec.limits.idle_timeout,
         "call_timeout": spec.limits.call_timeout,
+        "curriculum": spec.curriculum.sampler,
+        "explore": spec.curriculum.explore,
+        "decay": spec.curriculum.decay,
+        "curriculum_seed": spec.curriculum.seed,
         "max_body_bytes": spec.limits.max_body_bytes,
     }
 

@@ -14,6 +14,7 @@ The forms, tried in this order:
     "SCHEME:REST" for a scheme in SCHEMES, e.g. "gym:FrozenLake-v1"          -> a bridge's form
     "path/to/file.py[:Class]"   a file, by its suffix (FILE_FORMATS)         -> "environment"
     "package.module:Class"                                                   -> "environment"
+    "blackjack"                 a registered short name (`names.py`)         -> "environment"
     "package.module"            its one Environment subclass                 -> "environment"
     "python -m mcpgym.servers.echo", "./server", "/usr/bin/srv"  a command line     -> "command"
 
@@ -49,14 +50,17 @@ from mcp.server.mcpserver import MCPServer
 from mcpgym._client.api import AsyncEnv
 from mcpgym._episode.environment import Environment
 from mcpgym._server.gym_server import GymServer
+from mcpgym._targets import names
 
 FORMS = """\
   an Environment class, functools.partial(Class, ...) or instance   (in-process)
   package.module:Class          an Environment class to import   (in-process)
+  blackjack                     a registered name: `mcpgym envs` lists them   (in-process)
   package.module                its one Environment subclass (or its __mcpgym_environment__)   (in-process)
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
   gym:ID[?k=v&...]              a Gymnasium environment, textarena:ID a TextArena game   (in-process)
+  openenv:URL | openenv:module:Class   an OpenEnv server or environment class (mcpgym.bridges.openenv)
   "python -m mcpgym.servers.echo"      a command to launch, spoken to over stdio (a list of str too)
   path/to/mcpgym.yaml           a run spec naming any of these (and how to serve it)
   a GymServer / mcp Server / MCPServer / StdioServerParameters, or an object with __mcpgym_connect__"""
@@ -159,6 +163,9 @@ def parse_text(text: str) -> ParsedTarget:
     match = _MODULE_CLASS.match(stripped)
     if match:
         return _environment_text(stripped, match.group(1), match.group(2))
+    short = _short_name(stripped)
+    if short is not None:
+        return short
     if _MODULE.match(stripped):
         return _module_or_command(stripped)
     if "/" in stripped or shutil.which(stripped):
@@ -169,6 +176,7 @@ def parse_text(text: str) -> ParsedTarget:
 SCHEMES: dict[str, str] = {
     "gym": "mcpgym.bridges.gymnasium:target",
     "textarena": "mcpgym.bridges.textarena:target",
+    "openenv": "mcpgym.bridges.openenv:target",
 }
 """`SCHEME:REST` targets a bridge serves (rfcs/0017-bridges.md): scheme -> "module:function",
 imported only when such a target is named (a bridge's framework is an optional extra), and
@@ -229,6 +237,22 @@ def _environment_text(text: str, module_name: str, attr: str) -> ParsedTarget:
     module = _import(module_name, text)
     obj = _environment_at(module, attr, text, f"{text}: module {module_name!r}")
     return ParsedTarget("environment", obj, spec=text, module=module_name)
+
+
+def _short_name(name: str) -> ParsedTarget | None:
+    """A registered short name (`blackjack`, or one an installed package declares: `names.py`)."""
+    try:
+        found = names.lookup(name)
+    except names.AmbiguousName as exc:
+        raise TargetError(str(exc)) from None
+    if found is None:
+        return None
+    try:
+        parsed = parse_text(found.spec)
+    except ImportError as exc:
+        hint = f" Install it with: pip install 'mcpgym[{found.extra}]'." if found.extra else ""
+        raise TargetError(f"{name} ({found.spec}) cannot be loaded: {exc}.{hint}", forms=False) from exc
+    return ParsedTarget(parsed.form, parsed.value, spec=parsed.spec, module=parsed.module)
 
 
 def _module_or_command(name: str) -> ParsedTarget:
