@@ -21,8 +21,20 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs
 
 from mcpgym._targets.target import ParsedTarget, TargetError
 from mcpgym.bridges.gymnasium._environment import GymnasiumEnvironment, environment_class
+from mcpgym.bridges.gymnasium._make import ENV_ID, AnyText, MCPGymnasiumEnv, make, register
 
-__all__ = ["GymnasiumEnvironment", "environment_class", "spec_text", "target"]
+register()
+
+__all__ = [
+    "ENV_ID",
+    "AnyText",
+    "GymnasiumEnvironment",
+    "MCPGymnasiumEnv",
+    "environment_class",
+    "make",
+    "spec_text",
+    "target",
+]
 
 _CLASSES: dict[str, type[GymnasiumEnvironment]] = {}
 
