@@ -30,6 +30,8 @@ EXPORTED = {
     "ListToolsAction",
     "MCPError",
     "Reset",
+    "Render",
+    "Rendering",
     "StepResult",
     "SyncEnv",
     "Target",
@@ -59,6 +61,8 @@ EXPORTED = {
     "VectorStep",
     "connect_vector",
     "connect_vector_sync",
+    "task_stats",
+    "SamplerConfig",
 }
 
 

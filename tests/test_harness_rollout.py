@@ -271,6 +271,9 @@ def test_public_api() -> None:
             "rollout",
             "run_episode",
             "tool_call",
+            "evaluate",
+            "Report",
+            "EvalError",
         ]
     )
 

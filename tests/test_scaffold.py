@@ -92,6 +92,15 @@ def test_a_new_author_goes_from_nothing_to_a_served_tested_environment(tmp_path:
     tests = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", cwd=project)
     assert " passed" in tests and "skipped" not in tests and "failed" not in tests, tests
     assert "demo_env:DemoEnv: OK" in run(bin_ / "mcpgym", "check", "demo_env:DemoEnv")
+    # Its entry point registers a short name: listed by `mcpgym envs`, and a target like any other.
+    (listed,) = [e for e in json.loads(run(bin_ / "mcpgym", "envs", "--json")) if e["name"] == "demo-env"]
+    assert (listed["target"], listed["source"], listed["tools"], listed["error"]) == (
+        "demo_env:DemoEnv",
+        "demo-env",
+        ["guess"],
+        None,
+    )
+    assert "demo-env: OK" in run(bin_ / "mcpgym", "check", "demo-env")
 
     serve = [str(bin_ / "mcpgym"), "serve", "mcpgym.yaml", "--port", "0"]  # its run spec says HTTP
     with subprocess.Popen(serve, cwd=project, env=env, stderr=subprocess.PIPE, text=True) as server:

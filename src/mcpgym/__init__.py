@@ -14,9 +14,10 @@ import typing as _typing
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym._core.errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
-from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, Rendering, StepResult
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.environment import Environment, Reset
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import tool
 
 if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
@@ -28,18 +29,22 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from mcpgym._client.vector import AsyncVectorEnv, VectorStep, connect_vector
     from mcpgym._client.vector_sync import SyncVectorEnv, connect_vector_sync
     from mcpgym._episode.check import check_environment
+    from mcpgym._episode.sampler import SamplerConfig
     from mcpgym._recording.recording import Recording, StepRecord, read_recordings
     from mcpgym._server.gym_server import GymServer
     from mcpgym._targets.connect import Target, TargetError, connect, load_environment
+    from mcpgym._targets.curriculum import task_stats
     from mcpgym._targets.spec import RunSpec, SpecError, load_spec
     from mcpgym._targets.task_list import list_tasks
-    from mcpgym._wrap._proxy import wrap
     from mcpgym.gateway.traces import read_traces
+    from mcpgym.wrapping import wrap
 
 # `import mcpgym` loads the author's side (what an environment module needs) and nothing else:
 # the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
 # load when one of their names is first used (issue #22: the eager import cost 775 modules).
 _LAZY = {
+    "task_stats": "mcpgym._targets.curriculum",
+    "SamplerConfig": "mcpgym._episode.sampler",
     "read_traces": "mcpgym.gateway.traces",
     "AsyncEnv": "mcpgym._client.api",
     "AsyncVectorEnv": "mcpgym._client.vector",
@@ -65,7 +70,7 @@ _LAZY = {
     "load_spec": "mcpgym._targets.spec",
     "read_recordings": "mcpgym._recording.recording",
     "run": "mcpgym._cli.serve",
-    "wrap": "mcpgym._wrap._proxy",
+    "wrap": "mcpgym.wrapping",
 }
 
 __version__ = "0.1.0"
@@ -88,8 +93,11 @@ __all__ = [
     "ListToolsAction",
     "MCPError",
     "Recording",
+    "Render",
+    "Rendering",
     "Reset",
     "RunSpec",
+    "SamplerConfig",
     "ServerProcess",
     "SharedClient",
     "SpecError",
@@ -114,6 +122,7 @@ __all__ = [
     "read_recordings",
     "read_traces",
     "run",
+    "task_stats",
     "tool",
     "wrap",
 ]

@@ -16,6 +16,7 @@ import anyio
 
 from mcpgym._cli.options import EPILOG
 from mcpgym._episode.environment import Environment
+from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._server.gym_server import GymServer
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, WILDCARD
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
@@ -101,6 +102,15 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "so OpenEnv's own clients drive episodes; needs mcpgym[openenv]",
     )
     parser.add_argument(
+        "--curriculum",
+        choices=["uniform", "learnability"],
+        default="uniform",
+        help="the task sampler for resets that ask for a drawn task (docs/curriculum.md; %(default)s)",
+    )
+    parser.add_argument("--explore", type=float, default=0.1, help="learnability: share of uniform draws (%(default)s)")
+    parser.add_argument("--decay", type=float, default=0.9, help="learnability: an old outcome's weight (%(default)s)")
+    parser.add_argument("--curriculum-seed", type=int, default=None, help="seeds the sampler's draws")
+    parser.add_argument(
         "--header-timeout",
         type=float,
         default=DEFAULT_HEADER_TIMEOUT,
@@ -123,13 +133,14 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         record=args.record,
         call_timeout=args.call_timeout,
         reveal_rewards=not args.hide_rewards,
+        curriculum=_sampler(args),
     )
     if args.web and not args.http:
         sys.exit("mcpgym: --web needs --http (the page is served next to /mcp)")
     if args.openenv and not args.http:
         sys.exit("mcpgym: --openenv needs --http (OpenEnv's API is served next to /mcp)")
     if not args.http:
-        anyio.run(server.run_stdio)
+        _serve_stdio(server)
         return
 
     if args.host in WILDCARD and not args.allowed_host:
@@ -176,6 +187,20 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
 
 
+def _serve_stdio(server: GymServer) -> None:
+    """Serve stdio; on a terminal, first say so (silence there looks like a hang: a person ran
+    it, and an MCP client, which pipes stdin, never sees the line)."""
+    if not sys.stdin.isatty():
+        anyio.run(server.run_stdio)
+        return
+    name = server.env_cls.__name__
+    print(f"serving {name} over stdio: waiting for an MCP client; Ctrl-C to stop", file=sys.stderr, flush=True)
+    try:
+        anyio.run(server.run_stdio)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
 def run(
     env: type[Environment],
     argv: Sequence[str] | None = None,
@@ -207,6 +232,13 @@ def spec_environment(path: str, spec: RunSpec) -> Any:
     if isinstance(env, str):
         sys.exit(f"mcpgym: {path}: `mcpgym serve` serves an environment class: set environment: MODULE:CLASS")
     return env
+
+
+def _sampler(args: argparse.Namespace) -> SamplerConfig:
+    try:
+        return SamplerConfig(sampler=args.curriculum, explore=args.explore, decay=args.decay, seed=args.curriculum_seed)
+    except ValueError as exc:
+        sys.exit(f"mcpgym: --curriculum: {exc}")
 
 
 def load(path: str) -> type[Environment]:

@@ -41,6 +41,10 @@ RUBRIC_KEY: Final = "io.mcpgym/rubric"
 """In `reset`'s `info` when the environment has a rubric: `{"components": [...], "trajectory":
 [...]}`, the names of its components and of those scored only when the episode ends."""
 
+SUCCESS_KEY: Final = "io.mcpgym/success"
+"""In `reset`'s `info` when the environment declares `max_reward`: `{"max_reward": float}`, the
+best return an episode can earn (`mcpgym eval` counts an episode reaching it a success)."""
+
 RESET_METHOD: Final = "mcpgym/reset"
 STATE_METHOD: Final = "mcpgym/state"
 CLOSE_METHOD: Final = "mcpgym/close"
@@ -120,6 +124,10 @@ class StepMeta(BaseModel):
     step: int = 0
     terminated: bool = False
     components: Components = Field(default_factory=dict)
+    seed: int | None = None
+    """The episode's reset seed, when it had one."""
+    task: str | None = None
+    """The catalog task the episode plays, when the server knows it (`mcpgym._core.tasks`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ tasks: {count: 32, seed: 0}           # the episodes `mcpgym rollout` plays (res
 reward: {hide: false}                 # keep reward stamps out of results sent to plain agents
 limits: {max_episodes: 1000, idle_timeout: 900, call_timeout: 300}
 serve: {http: true, port: 8000}       # how `mcpgym serve` serves it
+curriculum: {sampler: learnability}   # which task a drawn reset plays (uniform by default)
 ```
 
 Every field is validated; an unknown key, a wrong type or a bad value is a `SpecError` naming
@@ -31,8 +32,9 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES
-from mcpgym._targets.target import FILE_FORMATS, ParsedTarget, TargetError, parse
+from mcpgym._targets.target import FILE_FORMATS, SCHEMES, ParsedTarget, TargetError, parse, scheme_target
 
 SUFFIXES = (".yaml", ".yml")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -109,13 +111,18 @@ class RunSpec(_Section):
     reward: Reward = Reward()
     limits: Limits = Limits()
     serve: Serve = Serve()
+    curriculum: Annotated[
+        SamplerConfig, Field(description="the task sampler the server runs for drawn tasks (docs/curriculum.md)")
+    ] = SamplerConfig()
 
     @pydantic.field_validator("args")
     @classmethod
     def _args_need_a_class(cls, args: JSONObject, info: pydantic.ValidationInfo) -> JSONObject:
         environment = info.data.get("environment")
-        if args and isinstance(environment, str) and not _IMPORT_PATH.match(environment):
-            raise ValueError("constructor arguments need an environment class: set environment: MODULE:CLASS")
+        if args and isinstance(environment, str) and not (_IMPORT_PATH.match(environment) or _bridged(environment)):
+            raise ValueError(
+                "constructor arguments need an environment class: set environment: MODULE:CLASS (or SCHEME:ID)"
+            )
         return args
 
 
@@ -206,12 +213,21 @@ def _suggestion(loc: list[Any]) -> str:
 
 def spec_target(spec: RunSpec) -> Any:
     """What `mcpgym.connect` should open for `spec`: a class (or partial with `args`), URL or command."""
+    if _bridged(spec.environment):  # `gym:ID` and the like: the bridge takes `args` (rfcs/0017-bridges.md)
+        bridged = scheme_target(spec.environment, spec.args)
+        assert bridged is not None
+        return bridged.value
     if _IMPORT_PATH.match(spec.environment):
         from mcpgym._targets.target import load_environment
 
         cls = load_environment(spec.environment)
         return functools.partial(cls, **spec.args) if spec.args else cls
     return spec.environment
+
+
+def _bridged(environment: str) -> bool:
+    scheme, colon, _ = environment.partition(":")
+    return bool(colon) and scheme in SCHEMES
 
 
 def connect_options(spec: RunSpec) -> dict[str, Any]:
@@ -260,6 +276,10 @@ def serve_defaults(spec: RunSpec) -> dict[str, Any]:
         "max_episodes": spec.limits.max_episodes,
         "idle_timeout": spec.limits.idle_timeout,
         "call_timeout": spec.limits.call_timeout,
+        "curriculum": spec.curriculum.sampler,
+        "explore": spec.curriculum.explore,
+        "decay": spec.curriculum.decay,
+        "curriculum_seed": spec.curriculum.seed,
         "max_body_bytes": spec.limits.max_body_bytes,
     }
 

@@ -11,8 +11,10 @@ The forms, tried in this order:
     GymServer, mcp Server, MCPServer, StdioServerParameters                  -> "server"
     ["argv", ...] (a list or tuple of str)                                   -> "command"
     "http://..." / "https://..."                                             -> "url"
+    "SCHEME:REST" for a scheme in SCHEMES, e.g. "gym:FrozenLake-v1"          -> a bridge's form
     "path/to/file.py[:Class]"   a file, by its suffix (FILE_FORMATS)         -> "environment"
     "package.module:Class"                                                   -> "environment"
+    "blackjack"                 a registered short name (`names.py`)         -> "environment"
     "package.module"            its one Environment subclass                 -> "environment"
     "python -m mcpgym.servers.echo", "./server", "/usr/bin/srv"  a command line     -> "command"
 
@@ -48,13 +50,16 @@ from mcp.server.mcpserver import MCPServer
 from mcpgym._client.api import AsyncEnv
 from mcpgym._episode.environment import Environment
 from mcpgym._server.gym_server import GymServer
+from mcpgym._targets import names
 
 FORMS = """\
   an Environment class, functools.partial(Class, ...) or instance   (in-process)
   package.module:Class          an Environment class to import   (in-process)
+  blackjack                     a registered name: `mcpgym envs` lists them   (in-process)
   package.module                its one Environment subclass (or its __mcpgym_environment__)   (in-process)
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
+  gym:ID[?k=v&...]              a Gymnasium environment, textarena:ID a TextArena game   (in-process)
   openenv:URL | openenv:module:Class   an OpenEnv server or environment class (mcpgym.bridges.openenv)
   "python -m mcpgym.servers.echo"      a command to launch, spoken to over stdio (a list of str too)
   path/to/mcpgym.yaml           a run spec naming any of these (and how to serve it)
@@ -147,9 +152,9 @@ def parse_text(text: str) -> ParsedTarget:
         raise TargetError("The target is empty.")
     if stripped.startswith(("http://", "https://")):
         return ParsedTarget("url", stripped)
-    schemed = scheme_target(stripped)
-    if schemed is not None:
-        return schemed
+    bridged = scheme_target(stripped)
+    if bridged is not None:
+        return bridged
     file_form = _file_form(stripped)
     if file_form is not None:
         return file_form
@@ -158,6 +163,9 @@ def parse_text(text: str) -> ParsedTarget:
     match = _MODULE_CLASS.match(stripped)
     if match:
         return _environment_text(stripped, match.group(1), match.group(2))
+    short = _short_name(stripped)
+    if short is not None:
+        return short
     if _MODULE.match(stripped):
         return _module_or_command(stripped)
     if "/" in stripped or shutil.which(stripped):
@@ -166,22 +174,25 @@ def parse_text(text: str) -> ParsedTarget:
 
 
 SCHEMES: dict[str, str] = {
+    "gym": "mcpgym.bridges.gymnasium:target",
+    "textarena": "mcpgym.bridges.textarena:target",
     "openenv": "mcpgym.bridges.openenv:target",
 }
-"""`SCHEME:REST` targets: scheme -> `module:resolver`, imported only when a target names it. A
-resolver is `target(rest, args) -> ParsedTarget` (rest: the text after `SCHEME:`; args: a run
-spec's `args`, else {})."""
+"""`SCHEME:REST` targets a bridge serves (rfcs/0017-bridges.md): scheme -> "module:function",
+imported only when such a target is named (a bridge's framework is an optional extra), and
+called as `function(rest, args) -> ParsedTarget` with `args` a run spec's `args` ({} otherwise)."""
+
+_SCHEME = re.compile(r"^([a-z][a-z0-9_-]*):(.*)$", re.DOTALL)
 
 
 def scheme_target(text: str, args: dict[str, Any] | None = None) -> ParsedTarget | None:
-    """`text` resolved by its scheme's resolver, or None when it names no scheme in `SCHEMES`."""
-    scheme, colon, rest = text.partition(":")
-    if not colon or scheme not in SCHEMES:
+    """The bridge target `text` names (`gym:FrozenLake-v1`), or None when its prefix is no scheme."""
+    match = _SCHEME.match(text)
+    if match is None or match.group(1) not in SCHEMES:
         return None
-    module_name, _, attr = SCHEMES[scheme].partition(":")
-    resolver = getattr(importlib.import_module(module_name), attr)
-    parsed: ParsedTarget = resolver(rest, args or {})
-    return parsed
+    module_name, _, function = SCHEMES[match.group(1)].partition(":")
+    resolve = getattr(importlib.import_module(module_name), function)
+    return resolve(match.group(2), dict(args or {}))  # type: ignore[no-any-return]
 
 
 def environment(target: Target) -> type[Environment] | functools.partial[Any] | Environment:
@@ -226,6 +237,22 @@ def _environment_text(text: str, module_name: str, attr: str) -> ParsedTarget:
     module = _import(module_name, text)
     obj = _environment_at(module, attr, text, f"{text}: module {module_name!r}")
     return ParsedTarget("environment", obj, spec=text, module=module_name)
+
+
+def _short_name(name: str) -> ParsedTarget | None:
+    """A registered short name (`blackjack`, or one an installed package declares: `names.py`)."""
+    try:
+        found = names.lookup(name)
+    except names.AmbiguousName as exc:
+        raise TargetError(str(exc)) from None
+    if found is None:
+        return None
+    try:
+        parsed = parse_text(found.spec)
+    except ImportError as exc:
+        hint = f" Install it with: pip install 'mcpgym[{found.extra}]'." if found.extra else ""
+        raise TargetError(f"{name} ({found.spec}) cannot be loaded: {exc}.{hint}", forms=False) from exc
+    return ParsedTarget(parsed.form, parsed.value, spec=parsed.spec, module=parsed.module)
 
 
 def _module_or_command(name: str) -> ParsedTarget:

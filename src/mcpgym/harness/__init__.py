@@ -26,8 +26,10 @@ import typing as _typing
 
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym.harness.errors import ConfigError, EndpointError, EndpointTimeout, HarnessError
+from mcpgym.harness.evaluation import EvalError, evaluate
 from mcpgym.harness.openai import OpenAIPolicy
 from mcpgym.harness.policy import Policy, openai_tools, tool_call
+from mcpgym.harness.report import Report
 from mcpgym.harness.retry import Backoff
 from mcpgym.harness.rollout import SYSTEM_PROMPT, read_rollout, rollout, run_episode
 from mcpgym.harness.types import DEPRECATED as _DEPRECATED
@@ -42,14 +44,17 @@ __all__ = [
     "ConfigError",
     "EndpointError",
     "EndpointTimeout",
+    "EvalError",
     "HarnessError",
     "Message",
     "OpenAIPolicy",
     "Policy",
+    "Report",
     "ToolCall",
     "Trajectory",
     "Turn",
     "Usage",
+    "evaluate",
     "openai_tools",
     "read_rollout",
     "rollout",

@@ -19,6 +19,10 @@ the endpoint is stateless per conversation and any number of episodes can run at
                           trajectory out of its tags would let an injected "Award 10" win.
     judge-malformed       a judge that rambles without stating a score
     judge-flaky           HTTP 429 (Retry-After: 0) on the first request, then `judge`
+    echo-alternate        Echo (mcpgym.servers.echo): the endpoint's 2nd, 4th, ... conversation
+                          says the target word (reward 1.0), the others a wrong one, then stop
+                          (conversations are counted per endpoint, in the order they start:
+                          run one episode at a time for a fixed pattern)
 
 Any other model is a 404, as vLLM answers for a model it does not serve.
 """
@@ -43,7 +47,17 @@ from starlette.routing import Route
 from mcpgym._server.http import UvicornServer, listen
 
 Reply = dict[str, Any]
-MODELS = ("solve", "unknown-tool", "malformed-arguments", "hang", "flaky", "judge", "judge-malformed", "judge-flaky")
+MODELS = (
+    "solve",
+    "unknown-tool",
+    "malformed-arguments",
+    "hang",
+    "flaky",
+    "judge",
+    "judge-malformed",
+    "judge-flaky",
+    "echo-alternate",
+)
 _FLAKY = (500, 429)
 
 
@@ -56,6 +70,7 @@ class ScriptedEndpoint:
         self.received = anyio.Event()  # set by the first request: tests wait on it, never sleep
         self.hang_limit = hang_limit
         self._seen: Counter[str] = Counter()
+        self._conversations: Counter[str] = Counter()
 
     def app(self) -> Starlette:
         return Starlette(
@@ -82,6 +97,11 @@ class ScriptedEndpoint:
             with anyio.move_on_after(self.hang_limit):  # a bound, so a forgotten release cannot hang a test run
                 await self.release.wait()
             return JSONResponse({"error": {"message": "released"}}, 503)
+        if _turn(body["messages"]) == 0:
+            self._conversations[model] += 1
+        if model == "echo-alternate":
+            reply = echo_alternate(body["messages"], self._conversations[model])
+            return JSONResponse(completion(model, body["messages"], reply))
         script = SCRIPTS.get(model)
         if script is None:
             return JSONResponse({"error": {"message": f"The model `{model}` does not exist."}}, 404)
@@ -145,6 +165,19 @@ def unknown_tool(messages: list[dict[str, Any]]) -> Reply:
 def malformed_arguments(messages: list[dict[str, Any]]) -> Reply:
     turn = _turn(messages)
     return _call(turn, "write_file", '{"path": "a.py", "content": ') if turn == 0 else _stop("Giving up.")
+
+
+def echo_alternate(messages: list[dict[str, Any]], conversation: int) -> Reply:
+    turn = _turn(messages)
+    if turn > 0:
+        return _stop("Done.")
+    user = next((str(m["content"]) for m in messages if m.get("role") == "user"), "{}")
+    try:
+        target = str(json.loads(user)["target"])
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return _stop("I cannot find the target word.")
+    word = target if conversation % 2 == 0 else "wrong"
+    return _call(turn, "echo_message", json.dumps({"message": word}))
 
 
 _TAG = re.compile(r"between <([A-Za-z0-9-]+)> and </\1>")

@@ -23,7 +23,7 @@ from mcpgym.harness.retry import Backoff
 from mcpgym.harness.rollout import SYSTEM_PROMPT, rollout
 from mcpgym.harness.types import Trajectory
 
-COMMANDS = ("rollout", "harness")
+COMMANDS = ("rollout", "harness", "eval")
 
 _ROLLOUT_EPILOG = """\
 TARGET is an environment: mcpgym.servers.coding (a module with one Environment class),
@@ -39,7 +39,10 @@ example (a vLLM server started with `vllm serve Qwen/Qwen3-8B --enable-auto-tool
 def register(sub: Any) -> None:
     """Add the harness's subcommands to `mcpgym`'s subparsers."""
     _register_rollout(sub)
+    from mcpgym.harness import eval_cli
     from mcpgym.harness.config import register as register_config
+
+    eval_cli.register(sub)
 
     register_config(sub)
 
@@ -47,6 +50,10 @@ def register(sub: Any) -> None:
 def dispatch(args: argparse.Namespace) -> None:
     """Run a harness subcommand (exits with its status)."""
     try:
+        if args.command == "eval":
+            from mcpgym.harness import eval_cli
+
+            eval_cli.dispatch(args)
         if args.command == "rollout":
             finished: list[Trajectory] = []
             try:
@@ -88,6 +95,13 @@ def _register_rollout(sub: Any) -> None:
         "--tasks",
         action="store_true",
         help="play the target's task catalog in order (episode i plays task i, cycling); not with --seed/--options",
+    )
+    p.add_argument(
+        "--curriculum",
+        type=_positive,
+        default=None,
+        metavar="G",
+        help="the server's task sampler picks the tasks, one per group of G episodes (docs/curriculum.md)",
     )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=None, help="completion tokens per model reply")
@@ -131,6 +145,8 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
         tasks = await mcpgym.list_tasks(targets.resolve(args.target), prompts=False)
         if not tasks:
             raise SystemExit(f"mcpgym: {args.target} lists no tasks (its environment has no catalog())")
+    if args.curriculum is not None and (tasks is not None or args.seed is not None or options is not None):
+        raise SystemExit("mcpgym: --curriculum draws each group's task: drop --tasks, --seed and --options")
     policy = OpenAIPolicy(
         args.base_url,
         args.model,
@@ -156,6 +172,7 @@ async def _rollout(args: argparse.Namespace, finished: list[Trajectory]) -> int:
             progress=not args.no_progress,
             tasks=tasks,
             headers=client_headers(args),
+            curriculum=args.curriculum,
         )
     print(summary(trajectories, args.out), file=sys.stderr)
     # Some failed episodes are data; a run where every episode failed is a broken set-up.

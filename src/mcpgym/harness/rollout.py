@@ -39,6 +39,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 import mcpgym
 from mcpgym import RUBRIC_KEY, EpisodeState
 from mcpgym._core.content import data_url, images
+from mcpgym._core.protocol import new_episode_id
+from mcpgym._core.tasks import CURRICULUM_KEY, TASK_INFO_KEY
 from mcpgym._recording.blobs import BlobStore, restore
 from mcpgym.gateway.merge import merge_turns
 from mcpgym.gateway.types import TokenSequence
@@ -65,6 +67,7 @@ class _Episode:
     index: int
     seed: int | None
     options: dict[str, Any] | None
+    task_id: str | None = None
     started: float = field(default_factory=time.time)
     episode_id: str | None = None
     observation: Any = None
@@ -86,6 +89,7 @@ class _Episode:
             episode_id=self.episode_id,
             seed=self.seed,
             options=self.options,
+            task_id=self.task_id,
             observation=self.observation,
             status="failed" if error else "ok",
             stop="error" if error else self.stop,
@@ -162,6 +166,8 @@ async def _play(
 ) -> None:
     first = await env.reset(seed=episode.seed, options=episode.options)
     episode.episode_id, episode.observation = env.episode_id, first.observation
+    if isinstance(played := first.info.get(TASK_INFO_KEY), dict):  # the task the server drew (or recognised)
+        episode.task_id, episode.seed, episode.options = played.get("id"), played.get("seed"), played.get("options")
     EPISODE.set(env.episode_id)  # the policy names it to its endpoint (a gateway joins the calls by it)
     listed = await env.list_tools()
     names, tools = {t.name for t in listed}, openai_tools(listed)
@@ -277,6 +283,7 @@ async def rollout(
     progress: bool = False,
     tasks: Sequence[mcpgym.Task] | None = None,
     headers: dict[str, str] | None = None,
+    curriculum: int | None = None,
 ) -> list[Trajectory]:
     """Play `episodes` episodes of `env_target` with `policy`, at most `concurrency` at a time.
 
@@ -288,9 +295,16 @@ async def rollout(
     `tasks` (e.g. `await mcpgym.list_tasks(target)`, the server's task catalog) replaces `seed`
     and `options`: episode i plays task i, cycling through them when there are more episodes.
     `headers` go to an HTTP target (e.g. `{"Authorization": "Bearer T"}` for a server run with `--token`).
+
+    `curriculum=G` has the server's task sampler choose the tasks instead (docs/curriculum.md):
+    episodes 0..G-1 are one group, G..2G-1 the next, and every episode of a group plays the one
+    task (and seed) the server drew for it. Each trajectory's `task_id`, `seed` and `options`
+    say what it played. Needs a server (a URL, a command, a GymServer), not an in-process class.
     """
     if tasks is not None and not tasks:
         raise ValueError("tasks is empty: this environment's catalog lists no tasks")
+    if curriculum is not None and (curriculum < 1 or tasks is not None or seed is not None or options is not None):
+        raise ValueError("curriculum=G (a group size >= 1) draws each group's task: give no tasks, seed or options")
     run = _Run(
         targets.resolve(env_target),
         policy,
@@ -302,6 +316,7 @@ async def rollout(
         on_trajectory=on_trajectory,
         tasks=tasks,
         headers=headers,
+        curriculum=curriculum,
     )
     send, receive = anyio.create_memory_object_stream[int](episodes)
     with send:
@@ -313,7 +328,7 @@ async def rollout(
         if progress:
             bar = stack.enter_context(Progress(episodes))
             run.sinks.append(bar.update)
-        async with _shared(run.target, episode_timeout) as run.target, anyio.create_task_group() as tg:
+        async with _shared(run.target, episode_timeout, headers) as run.target, anyio.create_task_group() as tg:
             for _ in range(max(1, min(concurrency, episodes))):
                 tg.start_soon(run.worker, receive.clone())
         receive.close()
@@ -321,7 +336,9 @@ async def rollout(
 
 
 @contextlib.asynccontextmanager
-async def _shared(target: mcpgym.Target, connect_within: float | None = None) -> AsyncIterator[mcpgym.Target]:
+async def _shared(
+    target: mcpgym.Target, connect_within: float | None = None, headers: dict[str, str] | None = None
+) -> AsyncIterator[mcpgym.Target]:
     """An HTTP server's episodes share one client (one connection pool, rfcs/0014). If it cannot
     be reached within `connect_within` seconds, or at all, each episode connects (and fails, recorded) on its
     own as before."""
@@ -334,7 +351,7 @@ async def _shared(target: mcpgym.Target, connect_within: float | None = None) ->
         async with contextlib.AsyncExitStack() as stack:
             shared: mcpgym.Target = target
             try:
-                shared = await stack.enter_async_context(mcpgym.SharedClient(target))
+                shared = await stack.enter_async_context(mcpgym.SharedClient(target, headers=headers))
             except mcpgym.MCPError as exc:
                 log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
             scope.deadline = math.inf
@@ -356,6 +373,9 @@ class _Run:
     on_trajectory: Callable[[Trajectory], None] | None
     tasks: Sequence[mcpgym.Task] | None = None
     headers: dict[str, str] | None = None
+    curriculum: int | None = None
+    run_id: str = field(default_factory=new_episode_id)
+    """Names this run's curriculum groups, so no two runs share one."""
     sinks: list[Callable[[Trajectory], None]] = field(default_factory=list)
     finished: list[Trajectory] = field(default_factory=list)
 
@@ -366,7 +386,8 @@ class _Run:
                     self._finish(await self._episode(connection, index))
 
     async def _episode(self, connection: _Connection, index: int) -> Trajectory:
-        episode = _Episode(index, self._seed(index), self._options(index))
+        task_id = self.tasks[index % len(self.tasks)].id if self.tasks else None
+        episode = _Episode(index, self._seed(index), self._options(index), task_id)
         try:
             env = await connection.env()
         except Exception as exc:  # the environment cannot be reached: this episode fails, the worker goes on
@@ -392,6 +413,9 @@ class _Run:
         return None if self.seed is None else self.seed + index
 
     def _options(self, index: int) -> dict[str, Any] | None:
+        if self.curriculum is not None:
+            group = f"{self.run_id}/{index // self.curriculum}"
+            return {CURRICULUM_KEY: {"group": group, "size": self.curriculum}}
         if self.tasks:
             return dict(self.tasks[index % len(self.tasks)].options)
         if self.options is None or isinstance(self.options, dict):

@@ -158,6 +158,8 @@ class Trajectory(_Frozen):
     episode_id: str | None = None
     seed: int | None = None
     options: dict[str, Any] | None = None
+    task_id: str | None = None
+    """The catalog task played: the one given (`tasks=`), or the one the server says it drew."""
     observation: Any = None
     """What `reset()` returned (the task)."""
     status: Literal["ok", "failed"] = "ok"

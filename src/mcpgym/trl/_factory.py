@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import functools
 import json
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpgym._core.tasks import CURRICULUM_KEY
 from mcpgym._episode.catalog import Task
 from mcpgym._targets.connect import Target
 from mcpgym._targets.task_list import list_tasks
@@ -57,6 +59,7 @@ def dataset(
     system: str | None = None,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     tasks: Sequence[Task] | bool | None = None,
+    curriculum: int | None = None,
 ) -> Dataset:
     """A GRPO dataset with one row per seed: `prompt` (chat messages), `seed`, and `options` if given
     (stored as JSON text, so rows may differ in keys and types).
@@ -70,7 +73,18 @@ def dataset(
     `tasks` gives one row per task instead, with the task's own seed and options: a list (e.g.
     `mcpgym.list_tasks`'s answer, filtered as you like) or True for the environment's whole
     task catalog.
+
+    `curriculum=G` (TRL's `num_generations`) has the server's task sampler choose instead
+    (docs/curriculum.md): `seeds` rows (a count), each naming a group of G resets; the first
+    reset of a group draws a task, its G-1 siblings play the same task and seed, and a row met
+    again (the next epoch) draws afresh. The environment must be a server (a URL or command)
+    served with a curriculum (`mcpgym serve ... --curriculum learnability`).
     """
+    if curriculum is not None:
+        if tasks is not None or options is not None or not isinstance(seeds, int) or curriculum < 1:
+            raise ValueError("curriculum=G needs seeds=N (how many groups) and no tasks or options")
+        run = secrets.token_urlsafe(8)  # groups of different datasets never meet on the server
+        options = [{CURRICULUM_KEY: {"group": f"{run}/{i}", "size": curriculum}} for i in range(seeds)]
     if tasks is True:
         tasks = runtime.run(functools.partial(list_tasks, _target(env), prompts=False))
     if tasks is not None and tasks is not False:

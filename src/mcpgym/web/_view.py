@@ -21,6 +21,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, BearerAuth, security_settings
+from mcpgym.web._charts import Charts
 from mcpgym.web._guard import BadRequest, Guard, static_asset, static_file
 from mcpgym.web._runs import RunIndex
 
@@ -81,6 +82,7 @@ def view_app(
             Route(f"{VIEW_PATH}/static/{{name}}", guard(static_asset), methods=["GET"]),
             Route(f"{VIEW_PATH}/api/runs", guard(viewer.runs), methods=["GET"]),
             Route(f"{VIEW_PATH}/api/episodes/{{n}}", guard(viewer.episode), methods=["GET"]),
+            Route(f"{VIEW_PATH}/api/charts", guard(Charts(viewer.index, viewer.lock)), methods=["GET"]),
         ],
         middleware=[Middleware(GZipMiddleware, minimum_size=4096)],
     )

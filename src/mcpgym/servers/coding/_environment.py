@@ -46,6 +46,7 @@ class Coding(mcpgym.Environment):
     call `submit` once with your solution: hidden tests grade it (reward 1.0 if they all pass)
     and the episode ends."""
 
+    max_reward = 1.0
     max_steps = 50
 
     def __init__(

@@ -19,6 +19,7 @@ WORDS = ("apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tiger")
 class Echo(mcpgym.Environment):
     """Echo messages back. Say the target word from the first observation to earn reward 1.0."""
 
+    max_reward = 1.0
     max_steps = 8
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, str]:

@@ -27,6 +27,7 @@ class Maze(mcpgym.Environment):
     square, dark tiles are walls. `move` steps one tile up, down, left or right and shows the maze
     again; `look` shows it without moving. Reaching the goal earns reward 1.0 and ends the episode."""
 
+    max_reward = 1.0
     max_steps = 200
 
     def __init__(self, size: int = 4, show_text: bool = False) -> None:
@@ -68,6 +69,12 @@ class Maze(mcpgym.Environment):
                 types.ImageContent(type="image", data=image, mime_type="image/png"),
             ]
         )
+
+    def render(self) -> mcpgym.Render | None:
+        """The maze as the agent last saw it: the picture, and its tiles as text."""
+        if not hasattr(self, "maze"):
+            return None
+        return mcpgym.Render(text="\n".join(self.maze.tiles()), image=self.maze.render())
 
     def state_info(self) -> dict[str, Any]:
         if not hasattr(self, "maze"):

@@ -27,6 +27,7 @@ class Reasoning(mcpgym.Environment):
     through, then call `answer` once with only the final answer, in the format the question asks
     for. Reward 1.0 if it is right; the episode ends on the answer."""
 
+    max_reward = 1.0
     max_steps = 8
 
     def __init__(self, mix: Mix = DEFAULT_MIX, partial_credit: bool = False, catalog_size: int = 100) -> None:
