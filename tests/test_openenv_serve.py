@@ -43,11 +43,13 @@ def echo_url() -> Iterator[str]:
 
 
 def drive(python: Path, scenario: str, url: str, **extra: Any) -> Any:
+    """What OpenEnv's clients saw running `scenario` (several, comma-separated: a dict of them)."""
     done = subprocess.run(
         [str(python), str(DRIVE), scenario, url, json.dumps(extra)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    seen = json.loads(done.stdout)
+    return seen if "," in scenario else seen[scenario]
 
 
 def test_the_readme_snippet_runs_against_an_mcpgym_server(oe_python: Path, echo_url: str) -> None:
@@ -77,9 +79,8 @@ def test_openenvs_clients_drive_every_kind_of_server(oe_python: Path, name: str)
     args, tool, arguments, tools = SERVERS[name]
     with mcpgym.ServerProcess([sys.executable, *args]) as server:
         url = server.url.removesuffix("/mcp")
-        mcp = drive(oe_python, "mcp", url, tool=tool, arguments=arguments)
-        generic = drive(oe_python, "generic", url, tool=tool, arguments=arguments)
-        synced = drive(oe_python, "mcp-sync", url, tool=tool, arguments=arguments)
+        seen = drive(oe_python, "mcp,generic,mcp-sync", url, tool=tool, arguments=arguments)
+    mcp, generic, synced = seen["mcp"], seen["generic"], seen["mcp-sync"]
     if tools is not None:
         assert mcp["tools"] == tools and mcp["listed"] == tools
     assert tool in mcp["tools"]

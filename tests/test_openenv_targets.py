@@ -97,8 +97,10 @@ def test_mcpgym_serve_puts_an_openenv_class_behind_mcp_and_openenvs_api_again(oe
     """OpenEnv class -> mcpgym (over MCP, and --openenv) -> OpenEnv's own client: the round trip."""
     argv = [sys.executable, "-m", "mcpgym", "serve", f"openenv:{ENVS}:Counter?python={oe_python}"]
     with mcpgym.ServerProcess([*argv, "--http", "--port", "0", "--openenv"]) as server:
-        seen = drive(oe_python, "generic", server.url.removesuffix("/mcp"), tool="add", arguments={"n": 3}, reset={})
-        tools = drive(oe_python, "mcp", server.url.removesuffix("/mcp"), tool="peek", arguments={})["tools"]
+        both = drive(
+            oe_python, "generic,mcp", server.url.removesuffix("/mcp"), tool="add", arguments={"n": 3}, reset={}
+        )
+    seen, tools = both["generic"], both["mcp"]["tools"]
     assert tools == ["add", "peek"]
     first = seen["steps"][0]
     assert first["observation"]["result"]["data"] == 3

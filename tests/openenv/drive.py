@@ -1,6 +1,6 @@
 """OpenEnv's own clients against a server: run by tests/test_openenv_serve.py in tests/openenv/.venv.
 
-`python drive.py SCENARIO BASE_URL [ARG]` prints one JSON document: what the clients saw. It
+`python drive.py SCENARIO[,SCENARIO...] BASE_URL [ARGS]` prints one JSON document: what the clients saw. It
 imports only `openenv` (the real package, pinned), never mcpgym: the clients are used exactly as
 OpenEnv's documentation uses them.
 """
@@ -109,7 +109,7 @@ def main() -> None:
     scenario, url = sys.argv[1], sys.argv[2]
     extra = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
     if scenario == "headers":
-        print(json.dumps(headers(url, extra["token"])))
+        print(json.dumps({"headers": headers(url, extra["token"])}))
         return
     tool, arguments = extra.get("tool", "echo_message"), extra.get("arguments", {"message": "hi"})
     runs = {
@@ -118,7 +118,7 @@ def main() -> None:
         "generic": lambda: asyncio.run(generic_async(url, tool, arguments, extra.get("reset", {}))),
         "generic-sync": lambda: generic_sync(url, tool, arguments),
     }
-    print(json.dumps(runs[scenario]()))
+    print(json.dumps({name: runs[name]() for name in scenario.split(",")}))  # one interpreter for several
 
 
 if __name__ == "__main__":
