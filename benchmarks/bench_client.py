@@ -9,13 +9,18 @@ episode count:
 
 - `mcp.Client`: one SDK client per episode (ours: reset through `send_request`, the episode
   id in `_meta`, as any SDK user would drive it);
-- `connect`: `mcpgym.connect(url)` per episode (today's door: one `mcp.Client` each);
-- `shared`: one `mcpgym.SharedClient`, one `EpisodeEnv` per episode (the lean path);
-- `vector`: `mcpgym.connect_vector(url, n)`, one batch `step()` per round.
+- `connect`: `mcpgym.connect(url)` per episode (the default door since #22: every episode of the
+  process leases the one lean connection to the server, however it was opened);
+- `connect-own`: the door `connect(url)` was before #22, one `mcp.Client` per episode through
+  our code (`HTTPDoor(url, share=False)`, also what a handshake-era server still gets);
+- `shared`: one `mcpgym.SharedClient`, one episode env per episode (the lean path, held open);
+- `vector`: `mcpgym.connect_vector(url, n)`, one batch `step()` per round: one `mcpgym/steps`
+  request for all n slots (rfcs/0019-doors.md);
+- `vector-slots`: the same with `batch=False`, one `tools/call` per slot.
 
 Client CPU is this process's CPU time over the measured window divided by the steps taken
 (the server's CPU is its own process's). A final check drives 2,048 concurrent episodes
-through one `SharedClient` and counts errors. Ratios are computed within this one run
+each opened with its own `mcpgym.connect(url)` and counts errors. Ratios are computed within this one run
 (rfcs/0014-lean-client.md states the targets); `--quick` is a short smoke run.
 """
 
@@ -34,12 +39,13 @@ import mcp_types as types
 
 import mcpgym
 from benchmarks.echo_servers import ServerSettings, cpu_seconds, http_server, until_ready
+from mcpgym._client.http_door import HTTPDoor
 from mcpgym._core.protocol import ResetParams, ResetRequest, ResetResult, episode_meta, new_episode_id
 
 Step = Callable[[], Awaitable[int]]
 """Take one round; return how many steps it took (1, or n for a vector batch)."""
 
-CLIENTS = ("mcp.Client", "connect", "shared", "vector")
+CLIENTS = ("mcp.Client", "connect", "connect-own", "shared", "vector", "vector-slots")
 ACTION = mcpgym.CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
 
 
@@ -90,20 +96,28 @@ def _env_step(env: mcpgym.AsyncEnv) -> Step:
 
 
 @asynccontextmanager
-async def _envs(url: str, n: int, shared: bool) -> AsyncIterator[list[Step]]:
+async def _envs(url: str, n: int, kind: str) -> AsyncIterator[list[Step]]:
     async with AsyncExitStack() as stack:
-        link = await stack.enter_async_context(mcpgym.SharedClient(url)) if shared else None
+        link = await stack.enter_async_context(mcpgym.SharedClient(url)) if kind == "shared" else None
+
+        def open_one() -> mcpgym.AsyncEnv:
+            if link is not None:
+                return link.connect()
+            if kind == "connect-own":
+                return mcpgym.AsyncEnv(HTTPDoor(url, share=False))
+            return mcpgym.connect(url)
+
         steps: list[Step] = []
         for _ in range(n):
-            env = await stack.enter_async_context(link.connect() if link is not None else mcpgym.connect(url))
+            env = await stack.enter_async_context(open_one())
             await env.reset()
             steps.append(_env_step(env))
         yield steps
 
 
 @asynccontextmanager
-async def _vector(url: str, n: int) -> AsyncIterator[list[Step]]:
-    async with mcpgym.connect_vector(url, n) as envs:
+async def _vector(url: str, n: int, batch: bool) -> AsyncIterator[list[Step]]:
+    async with mcpgym.connect_vector(url, n, batch=batch) as envs:
         await envs.reset()
         actions = [ACTION] * n
 
@@ -119,9 +133,9 @@ async def _vector(url: str, n: int) -> AsyncIterator[list[Step]]:
 def _clients(kind: str, url: str, n: int, ours: bool) -> AbstractAsyncContextManager[list[Step]]:
     if kind == "mcp.Client":
         return _sdk_clients(url, n, ours)
-    if kind == "vector":
-        return _vector(url, n)
-    return _envs(url, n, shared=kind == "shared")
+    if kind in ("vector", "vector-slots"):
+        return _vector(url, n, batch=kind == "vector")
+    return _envs(url, n, kind)
 
 
 async def _drive(steps: list[Step], seconds: float) -> tuple[int, int, float]:
@@ -158,13 +172,13 @@ async def measure(kind: str, server: str, url: str, pid: int, n: int, seconds: f
 
 
 async def many_episodes(url: str, n: int, steps: int) -> tuple[int, int, float]:
-    """n concurrent episodes through one SharedClient, `steps` steps each: (steps done, errors, s)."""
+    """n concurrent episodes, each its own `mcpgym.connect(url)`, `steps` steps each: (steps done, errors, s)."""
     done = errors = 0
 
-    async def episode(shared: mcpgym.SharedClient) -> None:
+    async def episode() -> None:
         nonlocal done, errors
         try:
-            async with shared.connect() as env:
+            async with mcpgym.connect(url) as env:
                 await env.reset()
                 for _ in range(steps):
                     if (await env.step(ACTION)).is_error:
@@ -176,9 +190,9 @@ async def many_episodes(url: str, n: int, steps: int) -> tuple[int, int, float]:
                 print(f"    error: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     start = time.perf_counter()
-    async with mcpgym.SharedClient(url) as shared, anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:
         for _ in range(n):
-            tg.start_soon(episode, shared)
+            tg.start_soon(episode)
     return done, errors, time.perf_counter() - start
 
 
@@ -210,28 +224,31 @@ def _ratios(rows: list[Row], counts: list[int]) -> None:
     by = {(r.server, r.client, r.episodes): r for r in rows}
     print("\nRatios (this run):")
     for n in counts:
-        sdk, lean = by[("ours", "mcp.Client", n)], by[("ours", "shared", n)]
-        vec = by[("ours", "vector", n)]
+        sdk, lean, own = by[("ours", "mcp.Client", n)], by[("ours", "connect", n)], by[("ours", "connect-own", n)]
+        shared, vec, slots = by[("ours", "shared", n)], by[("ours", "vector", n)], by[("ours", "vector-slots", n)]
         print(
-            f"  {n:>4} episodes, our server: client CPU/step shared/mcp.Client = "
-            f"{lean.client_us / sdk.client_us:.2f} (target <= 0.33), vector/mcp.Client = "
-            f"{vec.client_us / sdk.client_us:.2f}"
+            f"  {n:>4} episodes, our server, client CPU/step vs mcp.Client: "
+            f"connect {lean.client_us / sdk.client_us:.2f}"
+            f" (target <= 0.33), connect-own (before #22) {own.client_us / sdk.client_us:.2f}, "
+            f"shared {shared.client_us / sdk.client_us:.2f}, vector {vec.client_us / sdk.client_us:.2f} "
+            f"(one request per slot: {slots.client_us / sdk.client_us:.2f}); "
+            f"server CPU/step connect/connect-own {lean.server_us / own.server_us:.2f}"
         )
     if 64 in counts:
-        bare, lean = by[("bare", "mcp.Client", 64)], by[("ours", "shared", 64)]
+        bare, lean = by[("bare", "mcp.Client", 64)], by[("ours", "connect", 64)]
         print(
-            f"  64 episodes steps/s, shared+ours / mcp.Client+bare SDK = {lean.steps_per_s / bare.steps_per_s:.2f}x "
-            f"(target >= 2); vector+ours / mcp.Client+bare = "
-            f"{by[('ours', 'vector', 64)].steps_per_s / bare.steps_per_s:.2f}x"
+            f"  64 episodes steps/s, connect+ours / mcp.Client+bare SDK = {lean.steps_per_s / bare.steps_per_s:.2f}x "
+            f"(target >= 2); shared+ours {by[('ours', 'shared', 64)].steps_per_s / bare.steps_per_s:.2f}x; "
+            f"vector+ours {by[('ours', 'vector', 64)].steps_per_s / bare.steps_per_s:.2f}x"
         )
-    one_today, one_lean = by[("ours", "connect", 1)], by[("ours", "shared", 1)]
+    one_own, one_lean = by[("ours", "connect-own", 1)], by[("ours", "connect", 1)]
     print(
-        f"  1 episode latency/step: shared {one_lean.latency_us:,.0f} µs vs connect {one_today.latency_us:,.0f} µs "
-        f"({one_lean.latency_us / one_today.latency_us:.2f}x; target <= 1)"
+        f"  1 episode latency/step: connect {one_lean.latency_us:,.0f} µs vs connect-own {one_own.latency_us:,.0f} µs "
+        f"({one_lean.latency_us / one_own.latency_us:.2f}x; target <= 1)"
     )
-    bare_lean, bare_sdk = by[("bare", "shared", 1)], by[("bare", "mcp.Client", 1)]
+    bare_lean, bare_sdk = by[("bare", "connect", 1)], by[("bare", "mcp.Client", 1)]
     print(
-        f"  bare SDK server, 1 episode: client CPU/step shared/mcp.Client = "
+        f"  bare SDK server, 1 episode: client CPU/step connect/mcp.Client = "
         f"{bare_lean.client_us / bare_sdk.client_us:.2f}"
     )
 
@@ -263,7 +280,7 @@ def main() -> None:
     _table(rows)
     _ratios(rows, counts)
     print(
-        f"\n{args.many} concurrent episodes through one SharedClient: {done:,} steps in {wall:.1f}s, "
+        f"\n{args.many} concurrent episodes, each its own mcpgym.connect(url): {done:,} steps in {wall:.1f}s, "
         f"{errors} errors ({'PASS' if errors == 0 else 'FAIL'})"
     )
 

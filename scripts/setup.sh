@@ -44,16 +44,32 @@ if [ "${1:-}" = "--test" ]; then
   # torch first, pinned: 2.13.0 is the CPU wheel these machines carry; an unpinned torch
   # (asked for by trl) would fetch a multi-GB CUDA build.
   .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,docs,vision,reasoning]" "torch==2.13.0"
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,trl,ray,fast,docs,vision,reasoning,gymnasium,textarena]" "torch==2.13.0"
   # The newest supported Python, without the trl and ray extras: their pinned wheels (torch
   # 2.13's CPU build, ray 2.60) exist here for 3.11 only, so scripts/test.sh runs them there.
   newest=$(find_python "$NEWEST")
   [ -x .venv-$NEWEST/bin/python ] || "$newest" -m venv .venv-$NEWEST
-  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning]"
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[dev,coding,fast,vision,reasoning,gymnasium,textarena]"
+  # The OpenEnv bridge (#26): the [openenv] extra here, and the real `openenv` (pinned, with the
+  # MCP SDK 1.x it needs) in a venv of its own that tests/test_openenv*.py run its clients in.
+  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[openenv]"
+  .venv-$NEWEST/bin/pip install --quiet --disable-pip-version-check -e ".[openenv]"
+  .venv/bin/python tests/openenv_venv.py >/dev/null
   # The interop test drives the official TypeScript MCP client (pinned by the lock file).
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).
   npm ci --prefix tests/wrapped --no-audit --no-fund --loglevel=error
+  # Real servers tests/test_wrap_real.py starts under the sandbox: server-memory from npm, and two
+  # from PyPI each in a virtualenv of its own (pinned by tests/wrapped_py/*.txt): mcp-server-time on
+  # the system Python, mcp-server-git on the one .venv uses (pyenv here), as users install them.
+  npm ci --prefix tests/wrapped_state --no-audit --no-fund --loglevel=error
+  system_python=/usr/bin/python3
+  "$system_python" -m venv --help >/dev/null 2>&1 || system_python=$python_bin
+  for server in time:"$system_python" git:"$python_bin"; do
+    name=${server%%:*} base=${server#*:} venv=tests/wrapped_py/${server%%:*}-venv
+    [ -x "$venv/bin/mcp-server-$name" ] || { rm -rf "$venv" && "$base" -m venv "$venv" \
+      && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "tests/wrapped_py/mcp-server-$name.txt"; }
+  done
   # The official MCP conformance suite, run against every shipped server (pinned by its lock file).
   npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 else

@@ -158,3 +158,10 @@ class Briefed(mcpgym.Environment):
     async def noop(self) -> str:
         """Do nothing."""
         return "ok"
+
+
+class Catalogued(Graded):
+    """`Graded` with a task catalog of three tasks (what the door contract reads back)."""
+
+    def catalog(self) -> list[mcpgym.Task]:
+        return [mcpgym.Task(id=f"word-{i}", prompt=f"Find word {i}.", seed=i, options={"n": i}) for i in range(3)]

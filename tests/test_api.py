@@ -30,6 +30,8 @@ EXPORTED = {
     "ListToolsAction",
     "MCPError",
     "Reset",
+    "Render",
+    "Rendering",
     "StepResult",
     "SyncEnv",
     "Target",

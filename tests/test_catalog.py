@@ -102,14 +102,14 @@ async def test_picking_a_prompt_starts_that_task_for_an_agent_that_never_resets(
 async def test_listings_are_deterministic_and_bad_names_are_clear_errors() -> None:
     async with serve_gym(Blackjack) as (_, url), mcpgym.connect(url) as env:
         assert isinstance(env, mcpgym.AsyncEnv)
-        client = env.client  # type: ignore[attr-defined]
+        client = env.session
         first = await client.list_prompts()
         again = await client.list_prompts()
         assert first == again and first.next_cursor is not None
-        second = await client.list_prompts(cursor=first.next_cursor)
+        second = await client.list_prompts(params=types.PaginatedRequestParams(cursor=first.next_cursor))
         assert second.prompts[0].name == f"blackjack/seed/{PAGE_SIZE}"
         with pytest.raises(MCPError) as bad_cursor:
-            await client.list_prompts(cursor="not-a-cursor")
+            await client.list_prompts(params=types.PaginatedRequestParams(cursor="not-a-cursor"))
         assert bad_cursor.value.code == -32602 and "cursor" in bad_cursor.value.message
         with pytest.raises(MCPError) as unknown:
             await client.get_prompt("blackjack/seed/100000")

@@ -111,3 +111,36 @@ def test_catalog_problems_are_reported() -> None:
     ]
     [problem] = mcpgym.check_environment(Unstartable, raise_on_error=False)
     assert problem.startswith("the catalog's first task 'hard' does not reset") and "no level 99" in problem
+
+
+class Opaque:
+    """Not JSON: the SDK would send its `str()`."""
+
+
+class Unsendable(mcpgym.Environment):
+    """A tool returning an object JSON cannot carry."""
+
+    @mcpgym.tool
+    async def peek(self) -> Any:
+        """Peek."""
+        return Opaque()
+
+    @mcpgym.tool
+    async def fine(self) -> dict[str, int]:
+        """Fine."""
+        return {"a": 1}
+
+
+def test_a_result_json_cannot_carry_is_flagged_and_never_sent_as_a_repr() -> None:
+    [problem] = mcpgym.check_environment(Unsendable, raise_on_error=False)
+    assert problem.startswith("Tool 'peek' returned an object of type Opaque, which JSON cannot carry")
+
+
+@pytest.mark.anyio
+async def test_a_result_json_cannot_carry_is_a_clear_error_result() -> None:
+    async with mcpgym.connect(Unsendable) as env:
+        await env.reset(seed=0)
+        peek = await env.call_tool("peek")
+        assert peek.observation.is_error and "Opaque object at" not in str(peek.observation)
+        assert "JSON cannot carry" in peek.observation.content[0].text  # type: ignore[union-attr]
+        assert not (await env.call_tool("fine")).observation.is_error

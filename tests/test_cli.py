@@ -37,7 +37,7 @@ def test_help_names_every_command_and_target_kind() -> None:
 def test_tools_lists_echo(target: str) -> None:
     out = _run("tools", target)
     assert out.returncode == 0, out.stderr
-    assert "echo_message(message)" in out.stdout and "repeat(message, times)" in out.stdout
+    assert "echo_message(message: string)" in out.stdout and "repeat(message: string, times: integer = 2)" in out.stdout
     listed = json.loads(_run("tools", target, "--json").stdout)
     assert [t["name"] for t in listed] == ["echo_message", "repeat"]
 
@@ -47,6 +47,19 @@ def test_call_prints_the_result_and_reward() -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["content"][0]["text"] == "orbit"
     assert "reward=1.0 done=True terminated=True truncated=False" in out.stderr
+    assert "one call in a fresh episode; `mcpgym play mcpgym.servers.echo:Echo` keeps one going" in out.stderr
+
+
+def test_call_prints_card_suits_as_suits() -> None:
+    out = _run("call", "mcpgym.servers.blackjack", "stand", "--seed", "3")
+    assert "Q♦" in out.stdout and "\\u2666" not in out.stdout, out.stdout
+
+
+def test_tools_shows_the_whole_first_sentence_of_a_wrapped_docstring() -> None:
+    from mcpgym._cli.tools import first_sentence
+
+    wrapped = "Show this episode's task: its id, the prompt\n    to complete. Then more.\n\nArgs: none"
+    assert first_sentence(wrapped) == "Show this episode's task: its id, the prompt to complete."
 
 
 @pytest.mark.parametrize(
@@ -120,3 +133,20 @@ def test_clients_authenticate_with_token_header_or_environment(tmp_path: Path) -
             (trajectory,) = [json.loads(line) for line in out.read_text().splitlines()]
             assert ("HTTP 401" in trajectory["error"]) is not reached
             assert (trajectory["observation"] is not None) is reached
+
+
+def test_check_prints_each_problem_and_its_traceback_once(tmp_path: Path) -> None:
+    (tmp_path / "badenv.py").write_text(
+        "import mcpgym\n"
+        "class Bad(mcpgym.Environment):\n"
+        "    async def reset(self, seed=None, options=None):\n"
+        "        raise ValueError('boom')\n"
+        "    @mcpgym.tool\n"
+        "    async def act(self) -> str:\n"
+        '        """Act."""\n'
+        "        return 'x'\n"
+    )
+    out = _run("check", str(tmp_path / "badenv.py"))
+    assert out.returncode == 1
+    assert out.stdout.count("Bad.reset raised ValueError: boom") == 1 and "1 problem(s)" in out.stdout
+    assert out.stderr.count("Traceback") == 1, out.stderr

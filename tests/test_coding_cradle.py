@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 import pytest
 
+from mcpgym._isolation.cgroups import Hierarchy
 from mcpgym.servers.coding import Limits
 from mcpgym.servers.coding._host import cradle as _cradle
-from mcpgym.servers.coding._host.cgroups import Hierarchy
 from mcpgym.servers.coding._host.interpreter import Interpreter
 from mcpgym.servers.coding._host.workspace import Workspace
 from tests.coding.helpers import QUICK, new_sandbox
@@ -356,7 +356,7 @@ OUT_OF_MEMORY = textwrap.dedent(
     import anyio
     from mcpgym.servers.coding import Limits, Sandbox
     from mcpgym.servers.coding._host import cradle as _cradle
-    from mcpgym.servers.coding._host.cgroups import Hierarchy
+    from mcpgym._isolation.cgroups import Hierarchy
     from mcpgym.servers.coding._host.interpreter import Interpreter
     from mcpgym.servers.coding._host.workspace import Workspace
     from tests.coding.helpers import QUICK, new_sandbox

@@ -17,8 +17,8 @@ import anyio.lowlevel
 import pytest
 
 import mcpgym
+from mcpgym._isolation import uids as _uids
 from mcpgym.servers.coding import Limits, Sandbox, Task
-from mcpgym.servers.coding._host import uids as _uids
 from mcpgym.servers.coding._host.grader import _Zygote, grader
 from mcpgym.servers.coding._host.interpreter import Interpreter, grade
 from mcpgym.servers.coding._host.workspace import Workspace

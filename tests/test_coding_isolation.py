@@ -200,7 +200,7 @@ def own_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     theirs, whatever other coding servers on the machine hold or release meanwhile."""
     from collections import deque
 
-    from mcpgym.servers.coding._host import uids as _uids
+    from mcpgym._isolation import uids as _uids
 
     directory = tmp_path / "uid-locks"
     monkeypatch.setenv(_uids.LOCK_DIRECTORY_VARIABLE, str(directory))
@@ -209,7 +209,7 @@ def own_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared(own_locks: Path) -> None:
-    from mcpgym.servers.coding._host import uids as _uids
+    from mcpgym._isolation import uids as _uids
 
     uids = [_uids.claim() for _ in range(3)]
     directory = _uids._lock_directory()
@@ -226,9 +226,9 @@ def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared
 
 
 def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit(own_locks: Path) -> None:
-    from mcpgym.servers.coding._host import uids as _uids
+    from mcpgym._isolation import uids as _uids
 
-    claim = "from mcpgym.servers.coding._host import uids as _uids\nprint(_uids.claim(), *_uids._RESERVE)"
+    claim = "from mcpgym._isolation import uids as _uids\nprint(_uids.claim(), *_uids._RESERVE)"
     done = subprocess.run([sys.executable, "-c", claim], capture_output=True, check=True)
     claimed = [int(uid) for uid in done.stdout.split()]
     assert len(claimed) == _uids._BATCH  # the premise: one claim reserved a whole batch
@@ -240,12 +240,12 @@ def test_uids_reserved_but_never_used_leave_no_lock_file_at_exit(own_locks: Path
 
 
 def test_a_forked_child_exiting_leaves_its_parents_reserved_uids_locked(own_locks: Path) -> None:
-    from mcpgym.servers.coding._host import uids as _uids
+    from mcpgym._isolation import uids as _uids
 
     # A child forked after a claim has a copy of the reserve (and of the open, locked files): it
     # must not hand out its parent's uids, and its normal exit (atexit hooks) must not unlink them.
     script = (
-        "import os, sys\nfrom mcpgym.servers.coding._host import uids as _uids\n_uids.claim()\n"
+        "import os, sys\nfrom mcpgym._isolation import uids as _uids\n_uids.claim()\n"
         "if os.fork() == 0:\n    print(_uids.claim(), flush=True)\n    sys.exit(0)\nos.wait()\n"
         "d = _uids._lock_directory()\nprint(*_uids._RESERVE, *[(d / str(u)).exists() for u in _uids._RESERVE])"
     )

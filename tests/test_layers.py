@@ -201,3 +201,11 @@ def test_import_mcpgym_loads_only_the_authors_side() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", ["door.py", "inprocess.py"])
+def test_the_door_contract_and_the_in_process_door_reach_only_the_core(module: str) -> None:
+    """rfcs/0019: the `Door` contract and the in-process door import nothing of mcpgym but the
+    protocol-free core and the episode core (no transport, no other door)."""
+    names = {n for n in _imports(CORE / "_client" / module) if n.split(".")[0] == "mcpgym"}
+    assert names and all(_above(n, ("mcpgym._core", "mcpgym._episode")) for n in names), names

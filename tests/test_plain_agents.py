@@ -63,7 +63,7 @@ async def test_mcpgym_clients_stay_on_the_stateless_wire() -> None:
         await env.reset()
         first = await env.call_tool("add", {"n": 1})
         second = await env.call_tool("add", {"n": 1})
-        assert env.client.protocol_version == "2026-07-28"  # type: ignore[attr-defined]
+        assert env.session.protocol_version == "2026-07-28"
     assert (first.info["step"], second.info["step"]) == (1, 2)
 
 

@@ -37,7 +37,7 @@ async def test_concurrent_first_requests_share_one_link_and_the_env_closes(serve
             async with anyio.create_task_group() as tg:
                 for _ in range(4):
                     tg.start_soon(env.list_tools)
-            assert len(env._links) == 1
+            assert len(env.door._links) == 1
 
 
 async def test_a_connect_cancelled_or_failing_in_its_first_refresh_leaves_no_scope_open() -> None:

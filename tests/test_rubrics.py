@@ -154,7 +154,9 @@ async def test_recording_keeps_components_and_rescoring_reproduces_them(tmp_path
         live.append(await _graded_episode(env, [{"text": "orb"}]))  # closed early by the next reset
         await env.reset(seed=1)
     recorded = {len(t.steps): t for t in mcpgym.read_recordings(tmp_path) if t.steps}
-    first, second = recorded[4], recorded[1]
+    # The call after the episode ended ("x") was refused: not a step, so not in the record.
+    first, second = recorded[3], recorded[1]
+    live[0] = live[0][:3]
     assert [s.components for s in first.steps] == [s.components for s in live[0]]
     assert first.steps[2].terminated and first.steps[0].signals == {"found": 0.2}
     assert first.steps[0].env_reward == 0.25 and first.steps[0].reward == live[0][0].reward
@@ -181,7 +183,7 @@ async def test_recording_keeps_components_and_rescoring_reproduces_them(tmp_path
 
     # A different rubric scores the same record differently, offline.
     brevity_only = Rubric({"brevity": rubrics.step_rubric(lambda s: -len(str(s.arguments.get("text", ""))))})
-    assert (await rescore(first, brevity_only)).rewards == [-1.0, -0.0, -5.0, 0.0]
+    assert (await rescore(first, brevity_only)).rewards == [-1.0, -0.0, -5.0]
     table = summary([await rescore(t, GRADED_RUBRIC) for t in (first, second)])
     assert table["total"]["n"] == 2 and table["solved"]["max"] == 1.0
 

@@ -52,7 +52,13 @@ async def test_agents_see_only_tools_and_cannot_reach_the_control_plane(mode: st
 async def test_the_control_plane_is_advertised_as_an_extension() -> None:
     async with Client(mcpgym.GymServer(Echo).mcp, mode="auto") as client:
         settings = (client.server_capabilities.extensions or {})[EXTENSION_ID]
-        assert settings["methods"] == ["mcpgym/reset", "mcpgym/state", "mcpgym/close", "mcpgym/tasks/stats"]
+        assert settings["methods"] == [
+            "mcpgym/reset",
+            "mcpgym/state",
+            "mcpgym/close",
+            "mcpgym/steps",
+            "mcpgym/tasks/stats",
+        ]
         assert settings["sampler"] == "uniform"
 
 

@@ -20,8 +20,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import mcpgym
 from benchmarks.echo_servers import ServerSettings, bare_server, http_server, until_ready
-from mcpgym._client.mcp_door import MCPEnv
-from mcpgym._client.shared import EpisodeEnv
+from mcpgym._client.door import Borrowed
+from mcpgym._client.http_door import HTTPDoor
+from mcpgym._client.mcp_door import ClientDoor
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
 from tests.envs import Counter, Mortal
@@ -63,8 +64,9 @@ async def test_concurrent_episodes_on_one_client_each_get_their_own_episode() ->
 async def test_connect_on_a_shared_client_is_its_episode_env() -> None:
     async with serve_gym(Echo) as (_, url), mcpgym.SharedClient(url) as shared:
         env = mcpgym.connect(shared)
-        assert isinstance(env, EpisodeEnv)
+        assert isinstance(env.door, HTTPDoor)
         async with env:
+            assert env.door.lean and env.door.session is shared.door.session  # type: ignore[union-attr]
             assert (await env.reset(seed=0)).observation["target"] == "orbit"
             assert (await env.state()).step_count == 0
     with pytest.raises(RuntimeError, match="async with"):
@@ -253,11 +255,14 @@ async def test_a_request_slower_than_read_timeout_is_a_timeout_error() -> None:
             env.episode_id = None  # (its close would wait for the hung call: the server ends it)
 
 
-async def test_legacy_mode_and_in_process_targets_share_nothing() -> None:
-    async with serve_gym(Echo) as (_, url), mcpgym.SharedClient(url, mode="legacy") as shared:
-        assert shared.door is None and isinstance(shared.connect(), MCPEnv)
-        async with shared.connect() as env:
-            assert (await env.reset(seed=0)).observation["target"] == "orbit"
+async def test_a_handshake_era_session_is_shared_too_and_in_process_targets_share_nothing() -> None:
+    async with serve_gym(Echo) as (gym, url), mcpgym.SharedClient(url, mode="legacy") as shared:
+        assert shared.lean  # one session (its id on every request) for every episode, as on 2026-07-28
+        async with shared.connect() as a, shared.connect() as b:
+            assert a.session is b.session and (a.session.protocol_version or "") < "2026"
+            assert (await a.reset(seed=0)).observation["target"] == "orbit"
+            assert (await b.reset(seed=1)).observation["target"] != "orbit"
+            assert len(gym.registry) == 2
     async with mcpgym.SharedClient(Counter) as shared:
         assert shared.door is None
         async with shared.connect() as a, shared.connect() as b:
@@ -267,8 +272,9 @@ async def test_legacy_mode_and_in_process_targets_share_nothing() -> None:
 async def test_stdio_episodes_share_one_server_process() -> None:
     command = [sys.executable, "-m", "mcpgym.servers.echo"]
     async with mcpgym.SharedClient(command) as shared:
-        assert isinstance(shared.door, MCPEnv)
+        assert isinstance(shared.door, ClientDoor)
         async with shared.connect() as a, shared.connect() as b:
+            assert isinstance(a.door, Borrowed) and a.door.door is shared.door
             await a.reset(seed=0)
             await b.reset(seed=1)
             steps = [(await e.call_tool("echo_message", {"message": "x"})).info["step"] for e in (a, b)]

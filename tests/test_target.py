@@ -83,7 +83,7 @@ def test_every_form_is_recognised(target: Any, form: str) -> None:
 async def test_the_reported_connect_failure_a_module_runs_in_process() -> None:
     # d184b8c treated "mcpgym.servers.coding" as a shell command; it is the module's one Environment.
     env = mcpgym.connect("mcpgym.servers.echo")
-    assert type(env).__name__ == "InProcessEnv"
+    assert type(env.door).__name__ == "InProcessDoor"
     assert await _play("mcpgym.servers.echo") == (
         {"prompt": "Say the word 'orbit' using echo_message.", "target": "orbit"},
         1.0,

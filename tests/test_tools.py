@@ -73,7 +73,8 @@ async def test_tool_definitions_match_the_sdk() -> None:
     theirs = {t.name: t for t in await _sdk_twin().list_tools()}
     assert ours.keys() == theirs.keys()
     for name, tool in ours.items():
-        assert tool.input_schema == theirs[name].input_schema, name
+        # The one difference, on purpose: undeclared arguments are refused, not ignored.
+        assert tool.input_schema == {**theirs[name].input_schema, "additionalProperties": False}, name
         assert tool.output_schema == theirs[name].output_schema, name
         assert tool.description == theirs[name].description, name
 
@@ -100,6 +101,33 @@ async def test_results_match_the_sdk(name: str, arguments: dict[str, Any]) -> No
     theirs = await _sdk_twin().call_tool(name, arguments)
     assert isinstance(theirs, types.CallToolResult)
     assert ours.model_dump() == theirs.model_dump()
+
+
+class Strict(mcpgym.Environment):
+    @mcpgym.tool
+    async def hit(self) -> str:
+        """Draw a card."""
+        return "drew"
+
+    @mcpgym.tool(extra_arguments=True)
+    async def tolerant(self, n: int = 1) -> int:
+        """Ignore what it does not read."""
+        return n
+
+
+@pytest.mark.anyio
+async def test_undeclared_arguments_are_refused_unless_the_tool_allows_them() -> None:
+    async with mcpgym.connect(Strict) as env:
+        await env.reset(seed=0)
+        wrong = await env.call_tool("hit", {"n": "two"})
+        assert wrong.observation.is_error and not wrong.done
+        assert "n: Extra inputs are not permitted" in wrong.observation.content[0].text  # type: ignore[union-attr]
+        assert (await env.call_tool("hit")).observation.content[0].text == "drew"  # type: ignore[union-attr]
+        loose = await env.call_tool("tolerant", {"n": 2, "verbose": True})
+        assert loose.observation.structured_content == {"result": 2}
+    schemas = {t.name: t.input_schema for t in await mcpgym.connect(Strict).list_tools()}
+    assert schemas["hit"]["additionalProperties"] is False
+    assert "additionalProperties" not in schemas["tolerant"]
 
 
 def test_bad_tool_declarations_fail_at_class_creation() -> None:

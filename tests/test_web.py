@@ -98,6 +98,13 @@ def test_echo_episode_to_reward_one(page: Page) -> None:
         echo.locator("button.call").click()
         expect(page.locator("#history > li")).to_have_count(1)
         expect(page.locator("#total-reward")).to_have_text("0")
+        # Client-side validation stops a bad call; the server would have refused it too.
+        repeat = tool(page, "repeat")
+        repeat.locator("input[name=message]").fill("x")
+        repeat.locator("input[name=times]").fill("99")
+        repeat.locator("button.call").click()
+        expect(repeat.locator(".form-error")).to_contain_text("times: must be ≤ 10")
+        expect(page.locator("#history > li")).to_have_count(1)
         echo.locator("input[name=message]").fill(target)
         echo.locator("button.call").click()
         expect(page.locator("#history > li")).to_have_count(2)
@@ -108,13 +115,7 @@ def test_echo_episode_to_reward_one(page: Page) -> None:
         page.locator("#history details.step").first.locator("> summary").click()  # expand the first step
         expect(page.locator("#history details.step").first.locator(".result pre.text")).to_have_text("not it")
         shot(page, "echo")
-        # Client-side validation stops a bad call; the server would have refused it too.
-        repeat = tool(page, "repeat")
-        repeat.locator("input[name=message]").fill("x")
-        repeat.locator("input[name=times]").fill("99")
-        repeat.locator("button.call").click()
-        expect(repeat.locator(".form-error")).to_contain_text("times: must be ≤ 10")
-        expect(page.locator("#history > li")).to_have_count(2)
+        expect(tool(page, "repeat").locator("button.call")).to_be_disabled()  # the episode is over
         # The page's episode is an explicit one in the server's own registry, owned by the page.
         episode_id = page.locator("#episode-id").inner_text()
         episode = gym.registry.get(episode_id, "mcpgym-web")
@@ -248,6 +249,64 @@ def test_server_side_validation_images_and_escaping(page: Page) -> None:
         assert page.evaluate("s => trueFlags(s)", stamp) == ["done", "terminated"]
 
 
+def test_blackjack_page_shows_the_table_as_it_is_now_and_ends_the_episode(page: Page) -> None:
+    from mcpgym.servers.blackjack import Blackjack
+
+    with served(mcpgym.GymServer(Blackjack).http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        expect(page.locator("#env-name")).to_have_text("Blackjack")
+        expect(page.locator("#live")).to_be_hidden()  # no "offline" before there is anything to follow
+        expect(tool(page, "stand").locator("button.call")).to_be_disabled()  # no episode yet
+        page.fill("#seed", "3")
+        page.click("#reset")
+        observation = page.locator("#observation")
+        expect(observation).to_contain_text("render() of its current state")
+        expect(observation).to_contain_text("Your turn: hit or stand?")
+        expect(page.locator("#live")).to_have_text("live")
+        tool(page, "stand").locator("button.call").click()
+        # The pane follows the state: the hand is over, not "your turn" as at reset.
+        dealer = observation.locator("table.md tr").nth(2)
+        expect(dealer).to_have_text("dealerQ♦ 9♠19")
+        expect(dealer.locator("b")).to_have_text("19")  # markdown bold, built as an element
+        expect(observation).to_contain_text("You lose.")
+        expect(observation).not_to_contain_text("Your turn")
+        expect(page.locator("#episode-flags")).to_contain_text("done")
+        for name in ("hit", "stand"):  # nothing left to do but reset
+            expect(tool(page, name).locator("button.call")).to_be_disabled()
+        expect(page.locator("#reset")).to_be_enabled()
+        expect(page.locator("#result table.stamp tr[data-key=reward]")).to_contain_text("-1")
+        assert page.locator("#result table.stamp tr[data-key=v]").count() == 0  # the protocol version is not for people
+        expect(page.locator("#result-card")).to_be_in_viewport()
+        # A call after the end (another client, an old tab) is refused, numbered as a call of its own.
+        episode_id = page.locator("#episode-id").inner_text()
+        page.request.post(f"{base}/web/api/step", data={"episode_id": episode_id, "tool": "hit", "arguments": {}})
+        expect(page.locator("#history > li")).to_have_count(2)
+        numbers = page.locator("#history .num").all_inner_texts()
+        assert numbers == ["#1", "#2"]
+        expect(page.locator("#history > li").nth(1)).to_contain_text("not counted")
+        expect(observation).to_contain_text("You lose.")  # a refused call changes nothing
+        expect(page.locator("#last-reward")).to_have_text("-1")
+        shot(page, "blackjack-finished")
+
+
+def test_the_result_stays_in_view_after_a_tool_far_down_the_list(page: Page) -> None:
+    from tests.web_envs import ManyTools
+
+    with served(mcpgym.GymServer(ManyTools).http_app(web=True)) as base:
+        page.set_viewport_size({"width": 1280, "height": 600})
+        page.goto(f"{base}/web")
+        page.click("#reset")
+        expect(page.locator("#observation")).to_contain_text("ready")
+        last = tool(page, "tool_29")
+        last.scroll_into_view_if_needed()
+        expect(page.locator("#result-card")).not_to_be_in_viewport()
+        last.locator("button.call").click()
+        expect(page.locator("#result")).to_contain_text("called 29")
+        expect(page.locator("#result-card")).to_be_in_viewport()
+        # Without a render(), the OBSERVATION pane shows the latest observation, not the reset one.
+        expect(page.locator("#observation")).to_contain_text("called 29")
+
+
 def mcpgym_hostile() -> str:
     from tests.web_envs import HOSTILE
 
@@ -268,6 +327,12 @@ def test_token_protected_server(page: Page) -> None:
         base = server.url.removesuffix("/mcp")
         assert page.request.get(f"{base}/web/api/info").status == 401  # the data needs the token
         page.goto(f"{base}/web")
+        expect(page.locator("#token-dialog .token-rejected")).to_be_empty()  # asked, nothing refused yet
+        page.locator("#token-dialog input[name=token]").fill("wrong")
+        page.locator("#token-dialog button").click()
+        expect(page.locator("#token-dialog .token-rejected")).to_have_text(
+            "Token rejected: the server did not accept it. Check it and try again."
+        )
         page.locator("#token-dialog input[name=token]").fill("s3cret")
         page.locator("#token-dialog button").click()
         expect(page.locator("#env-name")).to_have_text("Echo")
@@ -344,3 +409,47 @@ def test_view_recorded_runs(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#episode .turn")).to_have_count(1)  # the winning call ends the episode
         expect(page.locator("#episode .turn")).to_contain_text("reward 1")
         shot(page, "view-rollout")
+
+
+def test_view_shows_finished_page_episodes_their_renders_and_a_working_status_filter(
+    page: Page, tmp_path: Path
+) -> None:
+    from mcpgym.servers.blackjack import Blackjack
+    from mcpgym.servers.maze import Maze
+
+    async def play() -> None:
+        async with mcpgym.connect(mcpgym.GymServer(Blackjack, record=tmp_path / "cards")) as env:
+            await env.reset(seed=3)
+            await env.call_tool("stand")
+            await env.call_tool("hit")  # refused: the hand is over
+            await env.reset(seed=4)  # left running
+        async with mcpgym.connect(mcpgym.GymServer(Maze, record=tmp_path / "maze")) as env:
+            await env.reset(seed=3)
+            await env.call_tool("move", {"direction": "down"})
+
+    with start_blocking_portal("asyncio") as portal:
+        portal.call(play)
+    with ServerProcess([sys.executable, "-m", "mcpgym", "view", str(tmp_path), "--port", "0"]) as server:
+        page.goto(server.url)
+        expect(page.locator("#count")).to_have_text("3 of 3")
+        options = page.locator("#status-filter option").all_inner_texts()
+        assert options == ["any status", "done", "not done"], options  # options, not "[object HTMLOptionElement]"
+        page.select_option("#status-filter", "done")
+        expect(page.locator("#count")).to_have_text("1 of 3")
+        row = page.locator("#rows tr").first
+        expect(row).to_contain_text("cards/")
+        assert row.locator("td").nth(6).inner_text() == "1"  # the refused call is not a step
+        row.click()
+        expect(page.locator("#episode .steps details.step")).to_have_count(1)
+        expect(page.locator("#episode")).to_contain_text("render() after reset")
+        page.locator("#episode details.step > summary").click()
+        expect(page.locator("#episode details.step")).to_contain_text("You lose.")
+        expect(page.locator("#episode details.step table.md b").last).to_have_text("19")
+        shot(page, "view-finished")
+        page.select_option("#status-filter", "")
+        page.locator("#rows tr", has_text="maze/").click()
+        page.locator("#episode details.step > summary").click()
+        pictures = page.locator("#episode details.step img.result-image")
+        expect(pictures).to_have_count(2)  # the move's result and the render after it, from their blob
+        assert pictures.last.evaluate("img => img.naturalWidth") > 0
+        shot(page, "view-maze")

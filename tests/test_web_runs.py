@@ -92,3 +92,36 @@ async def test_viewer_is_read_only_and_guarded(tmp_path: Path) -> None:
         rebinding = await http.get(f"{base}/view/api/runs", headers={**auth, "Host": "evil.example"})
         assert rebinding.status_code == 421
         assert (await http.post(f"{base}/view/api/runs", headers=auth)).status_code == 405
+
+
+async def test_an_ended_episode_is_finished_before_it_is_closed_and_lasts_until_its_last_step(
+    tmp_path: Path,
+) -> None:
+    from mcpgym.servers.blackjack import Blackjack
+
+    gym = mcpgym.GymServer(Blackjack, record=tmp_path)
+    async with mcpgym.connect(gym) as env:
+        await env.reset(seed=3)
+        await env.call_tool("stand")
+        refused = await env.call_tool("hit")  # after the end: refused, and not a step of the record
+        assert refused.is_error
+        # Still open (as a web-page episode is while its server runs): finished all the same.
+        (row,) = RunIndex([tmp_path]).refresh()
+        assert (row["status"], row["length"], row["reward"]) == ("done", 1, -1.0)
+    (recording,) = mcpgym.read_recordings(tmp_path)
+    assert [s.tool for s in recording.steps] == ["stand"]
+    # Closed long after the hand ended (the server stopped): the duration is the hand's.
+    reset = {"event": "reset", "episode_id": "w" * 22, "environment": "Blackjack", "seed": 3, "time": 100.0}
+    step = {"event": "step", "tool": "stand", "arguments": {}, "result": {"content": []}, "reward": -1.0}
+    close = {"event": "close", "step_count": 1, "total_reward": -1.0, "done": True, "truncated": False}
+    old_refused = {**step, "tool": "hit", "reward": 0.0, "done": True, "time": 200.0, "duration": 0.1}
+    (tmp_path / "late.jsonl").write_text(
+        lines(reset, {**step, "done": True, "time": 104.0, "duration": 1.0}, {**close, "time": 574.0})
+    )
+    (tmp_path / "open.jsonl").write_text(
+        lines(reset, {**step, "done": True, "time": 104.0, "duration": 1.0}, old_refused)
+    )
+    rows = {r["source"]: r for r in RunIndex([tmp_path]).refresh()}
+    assert (rows["late.jsonl"]["status"], rows["late.jsonl"]["duration"]) == ("done", 5.0)
+    opened = rows["open.jsonl"]
+    assert (opened["status"], opened["length"], opened["duration"]) == ("done", 1, 5.0)

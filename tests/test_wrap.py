@@ -21,10 +21,10 @@ import pytest
 
 import mcpgym
 from mcpgym.testing import transcript as _script
-from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, wrap
+from mcpgym.wrapping import FileCheck, TaskFileError, TaskSpec, Verify, WrapContext, load_tasks, prepare, wrap
 from mcpgym.wrapping import Score as WrapScore
 from tests.conftest import DOORS, door
-from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter
+from tests.wrap_envs import FILESYSTEM, HERE, WrappedCounter, uid_locks_in
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +45,13 @@ FS_TASKS = [
         ),
     ),
 ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_uid_locks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Uids claimed here are locked in a directory of this module's, not the host's (#23 item 8)."""
+    with uid_locks_in(tmp_path_factory.mktemp("uid-locks")):
+        yield
 
 
 def test_the_filesystem_server_is_installed() -> None:
@@ -209,7 +216,15 @@ async def test_a_workspace_argument_exposes_no_other_episode(sandboxed: None, wo
         assert stolen.is_error and "other episode" not in stolen.text
 
 
-async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, tmp_path: Path) -> None:
+@pytest.fixture
+def readable_tmp_path(tmp_path: Path) -> Path:
+    """`tmp_path`, readable by others: run as root, the server is a uid of its own."""
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
+async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None, readable_tmp_path: Path) -> None:
+    tmp_path = readable_tmp_path
     script = tmp_path / "server.py"
     script.write_text((HERE / "wrap_server.py").read_text())
     assert str(script).startswith("/tmp/")  # the premise: the sandbox has a private /tmp
@@ -220,9 +235,8 @@ async def test_a_server_that_lives_under_tmp_runs_in_the_sandbox(sandboxed: None
 
 
 async def test_host_secrets_under_etc_are_hidden(sandboxed: None) -> None:
-    # The server sees /etc (it needs the libraries' configuration); when the host runs it as root
-    # it owns /etc/shadow even inside its user namespace.
-    # (Run as root, as CI and the set-up are, this fails without the cover; otherwise it holds.)
+    # The server sees an allowlist of /etc (the libraries' configuration), never the secrets.
+    # (tests/test_wrap_sandbox.py: a root-only file with a name no denylist knows.)
     Env = wrap(SERVER, tools=["peek"])
     async with mcpgym.connect(Env) as env:
         await env.reset()
@@ -272,7 +286,7 @@ async def test_filtered_and_renamed_tools() -> None:
         wrong = await env.call_tool("bump", {"by": "many"})
         assert wrong.is_error and not wrong.done  # the wrapped server's own validation, passed through
     with pytest.raises(ValueError, match="no tool 'nope'"):
-        wrap(SERVER, tools=["nope"])
+        await prepare(wrap(SERVER, tools=["nope"]))  # known once the server is listed
 
 
 def _write(path: str, text: str) -> None:
@@ -336,7 +350,7 @@ async def test_a_hanging_server_ends_its_episode_with_a_clear_error(marker: str)
 
 async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"wrap_server.py --exit-at-once exited before it answered initialize"):
-        wrap([*SERVER, "--exit-at-once"])
+        await prepare(wrap([*SERVER, "--exit-at-once"]))
     flag = tmp_path / "refuse"
     Env = wrap([*SERVER, "--exit-if-exists", str(flag)], tools=["increment"], isolation="none")
     async with mcpgym.connect(Env) as env:
@@ -348,21 +362,23 @@ async def test_a_server_that_will_not_start_fails_clearly(tmp_path: Path) -> Non
         assert (await env.call_tool("increment")).text == "1"
 
 
-async def test_task_files_are_never_written_through_a_link_the_server_planted(tmp_path: Path) -> None:
-    # The server runs (untrusted) in the workspace before the task's files are placed there.
+def test_task_files_are_never_written_through_a_link_planted_in_the_workspace(tmp_path: Path) -> None:
+    # Files are placed before the server starts, but a set-up command (or, with a warm pool, an
+    # instance) may have run there first: a link it left must not turn the write into a host write.
+    from mcpgym._wrap._instance import place_files
+
     victim = tmp_path / "victim.txt"
     victim.write_text("host file")
     (tmp_path / "dir").mkdir()
-    tasks = [
-        TaskSpec(id="file", prompt="", files={"notes.txt": "seed"}),
-        TaskSpec(id="dir", prompt="", files={"sub/notes.txt": "seed"}),
-    ]
-    for task, target in (("file", victim), ("dir", tmp_path / "dir")):
-        name = "notes.txt" if task == "file" else "sub"
-        Env = wrap([*SERVER, "--symlink", name, str(target)], tasks=tasks, tools=["get"])
-        async with mcpgym.connect(Env) as env:
-            with pytest.raises(mcpgym.MCPError, match=f"cannot place the task's file .*{name}.* is a link"):
-                await env.reset(options={"task_id": task})
+    for name, target, files in (
+        ("notes.txt", victim, {"notes.txt": "seed"}),
+        ("sub", tmp_path / "dir", {"sub/notes.txt": "seed"}),
+    ):
+        workspace = tmp_path / f"ws-{name}"
+        workspace.mkdir()
+        (workspace / name).symlink_to(target)
+        with pytest.raises(RuntimeError, match=f"cannot place the task's file .*{name}.* is a link"):
+            place_files(workspace, files)
     assert victim.read_text() == "host file" and not (tmp_path / "dir" / "notes.txt").exists()
 
 
@@ -392,9 +408,9 @@ def test_the_wrap_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str])
 HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
 
 
-def test_bad_commands_and_settings_are_refused_plainly() -> None:
+async def test_bad_commands_and_settings_are_refused_plainly() -> None:
     with pytest.raises(RuntimeError, match=r"wrap_hostile.py silent did not answer initialize within 1s"):
-        wrap([*HOSTILE, "silent"], start_timeout=1)
+        await prepare(wrap([*HOSTILE, "silent"], start_timeout=1))
     with pytest.raises(ValueError, match="no program '/nonexistent/mcp-server'"):
         wrap(["/nonexistent/mcp-server", "{workspace}"])
     with pytest.raises(ValueError, match="no program 'mcp-server-that-is-not-installed'"):
@@ -543,8 +559,8 @@ async def test_many_concurrent_episodes_and_resets_over_one_server(marker: str) 
     # (the marker fixture then checks that nothing outlived the server)
 
 
-async def test_the_warm_pool_when_the_command_starts_failing(marker: str, tmp_path: Path) -> None:
-    flag = tmp_path / "refuse"
+async def test_the_warm_pool_when_the_command_starts_failing(marker: str, readable_tmp_path: Path) -> None:
+    flag = readable_tmp_path / "refuse"
     Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
     async with mcpgym.connect(Env) as env:
         await env.reset()
@@ -681,8 +697,16 @@ def test_what_the_verifier_cannot_read_never_passes(tmp_path: Path, monkeypatch:
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, dir_fd: int | None = None, **kwargs: Any) -> int:
+        if dir_fd is not None and path == "d" and flags & os.O_DIRECTORY:  # the listing walks by descriptor
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args, dir_fd=dir_fd, **kwargs)
+
     monkeypatch.setattr(os, "lstat", lstat)
     monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
     gone = TaskSpec(id="a", prompt="", verify=Verify(absent=["d/secret.txt"]))
     assert verify(gone, ws).value == 0.0
     only = TaskSpec(id="o", prompt="", verify=Verify(only=["*.md"]))

@@ -80,3 +80,21 @@ def checkerboard_png(size: int = 16) -> bytes:
 
     header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _numbered_tool(number: int) -> Any:
+    async def call(self: mcpgym.Environment) -> str:
+        return f"called {number}"
+
+    call.__name__ = f"tool_{number}"
+    call.__doc__ = f"Tool number {number}."
+    return mcpgym.tool(call)
+
+
+class ManyTools(mcpgym.Environment):
+    """A long tool list: the last form is far below the result pane."""
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
+        return "ready"
+
+    locals().update({f"tool_{n}": _numbered_tool(n) for n in range(30)})

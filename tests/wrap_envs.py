@@ -3,7 +3,11 @@ in a child process included) reaches the same environment."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 import mcpgym
@@ -34,3 +38,23 @@ WrappedCounter = mcpgym.wrap(
     max_steps=6,
     name="WrappedCounter",
 )
+
+
+@contextlib.contextmanager
+def uid_locks_in(directory: Path) -> Iterator[None]:
+    """Sandbox uids claimed meanwhile are locked in `directory`, not in the host's lock directory
+    (with a reserve of their own: uids reserved before stay locked where they were)."""
+    from mcpgym._isolation import uids
+
+    directory.chmod(0o700)
+    saved_env, saved_reserve = os.environ.get(uids.LOCK_DIRECTORY_VARIABLE), uids._RESERVE
+    os.environ[uids.LOCK_DIRECTORY_VARIABLE] = str(directory)
+    uids._RESERVE = deque()
+    try:
+        yield
+    finally:
+        uids._RESERVE = saved_reserve
+        if saved_env is None:
+            del os.environ[uids.LOCK_DIRECTORY_VARIABLE]
+        else:
+            os.environ[uids.LOCK_DIRECTORY_VARIABLE] = saved_env

@@ -7,7 +7,8 @@ the point is to break the protocol). `python tests/wrap_hostile.py MODE`:
 - `giant`: answers `tools/call` with N bytes of text (N: the `size` argument);
 - `forge`: answers `tools/call` with a reward stamp of its own in `_meta` (mcpgym's key);
 - `refuse`: answers `tools/call` with a JSON-RPC error (as SDKs do for invalid arguments);
-- `slow`: answers `tools/call` after the `seconds` argument (a tool that takes its time).
+- `slow`: answers `tools/call` after the `seconds` argument (a tool that takes its time);
+- `paginate`: answers every `tools/list` with another page (a next cursor, forever).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ for line in sys.stdin:
             {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "h", "version": "0"}},
         )
     elif method == "tools/list":
-        send(message_id, {"tools": [TOOL]})
+        page = int(request.get("params", {}).get("cursor") or 0)
+        send(message_id, {"tools": [TOOL], **({"nextCursor": str(page + 1)} if MODE == "paginate" else {})})
     elif method == "tools/call":
         if MODE == "malformed":
             send(message_id, {"content": "not a list"})

@@ -14,9 +14,10 @@ import typing as _typing
 from mcpgym._core.deprecated import deprecated_names as _deprecated_names
 from mcpgym._core.errors import AT_CAPACITY, HTTP_ERROR, MCPError, ToolError
 from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY, RUBRIC_KEY, STEP_KEY
-from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, StepResult
+from mcpgym._core.types import Action, CallToolAction, EpisodeState, JSONValue, ListToolsAction, Rendering, StepResult
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.environment import Environment, Reset
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import tool
 
 if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
@@ -35,8 +36,8 @@ if _typing.TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from mcpgym._targets.curriculum import task_stats
     from mcpgym._targets.spec import RunSpec, SpecError, load_spec
     from mcpgym._targets.task_list import list_tasks
-    from mcpgym._wrap._proxy import wrap
     from mcpgym.gateway.traces import read_traces
+    from mcpgym.wrapping import wrap
 
 # `import mcpgym` loads the author's side (what an environment module needs) and nothing else:
 # the client doors, the server and its HTTP stack, run specs (yaml), the CLI and the wrap proxy
@@ -69,7 +70,7 @@ _LAZY = {
     "load_spec": "mcpgym._targets.spec",
     "read_recordings": "mcpgym._recording.recording",
     "run": "mcpgym._cli.serve",
-    "wrap": "mcpgym._wrap._proxy",
+    "wrap": "mcpgym.wrapping",
 }
 
 __version__ = "0.1.0"
@@ -92,6 +93,8 @@ __all__ = [
     "ListToolsAction",
     "MCPError",
     "Recording",
+    "Render",
+    "Rendering",
     "Reset",
     "RunSpec",
     "SamplerConfig",

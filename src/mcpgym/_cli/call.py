@@ -1,4 +1,6 @@
-"""`mcpgym call TARGET TOOL [JSON]`: start an episode and call one tool.
+"""`mcpgym call TARGET TOOL [JSON]`: one tool call in a fresh episode (reset, call, close).
+
+Every run is its own episode, and says so; `mcpgym play` keeps one episode across calls.
 
 Layer: CLI, over the public client API.
 """
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -22,7 +25,7 @@ NAME = "call"
 def register(sub: Any) -> None:
     call = sub.add_parser(
         "call",
-        help="start an episode and call one tool",
+        help="call one tool in a fresh episode (reset, call, close); `play` keeps an episode going",
         epilog=TARGETS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -47,7 +50,8 @@ async def _call(args: argparse.Namespace) -> int:
     if UNKNOWN_TOOL_INFO in result.info:  # a typo on the command line: one line, not a result dump
         raise SystemExit(f"mcpgym: {result.text}")
     body = result.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
-    print(json.dumps(body, indent=2))
+    print(json.dumps(body, indent=2, ensure_ascii=False))
+    print(f"(one call in a fresh episode; `mcpgym play {shlex.quote(args.target)}` keeps one going)", file=sys.stderr)
     flags = f"done={result.done} terminated={result.terminated} truncated={result.truncated}"
     components = f" components={json.dumps(result.components)}" if result.components else ""
     print(f"reward={result.reward} {flags}{components}", file=sys.stderr)

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from mcpgym._cli import call, check, gateway, init, listing, rescore, serve, tools, view, wrap
+from mcpgym._cli import call, check, gateway, init, listing, play, rescore, serve, tools, view, wrap
 from mcpgym._cli.options import EPILOG
 from mcpgym._cli.plugins import command_owner, register_all
 from mcpgym._core.errors import MCPError
 from mcpgym._targets.spec import RunSpec, SpecError, is_spec, load_spec, spec_defaults
 
-COMMANDS: tuple[ModuleType, ...] = (serve, tools, call, check, view, init, wrap, rescore, gateway, listing)
+COMMANDS: tuple[ModuleType, ...] = (serve, tools, call, check, view, init, wrap, rescore, gateway, play, listing)
 # Failures while serving keep their traceback; every other command says what went wrong in one line.
 _SERVING = {"serve", "view", "wrap"}
 

@@ -96,6 +96,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "--web", action="store_true", help="with --http: also serve a page at /web to play episodes in a browser"
     )
     parser.add_argument(
+        "--openenv",
+        action="store_true",
+        help="with --http: also serve OpenEnv's API (/ws, /reset, /step, /state, /health, /schema, /metadata) "
+        "so OpenEnv's own clients drive episodes; needs mcpgym[openenv]",
+    )
+    parser.add_argument(
         "--curriculum",
         choices=["uniform", "learnability"],
         default="uniform",
@@ -131,8 +137,10 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
     )
     if args.web and not args.http:
         sys.exit("mcpgym: --web needs --http (the page is served next to /mcp)")
+    if args.openenv and not args.http:
+        sys.exit("mcpgym: --openenv needs --http (OpenEnv's API is served next to /mcp)")
     if not args.http:
-        anyio.run(server.run_stdio)
+        _serve_stdio(server)
         return
 
     if args.host in WILDCARD and not args.allowed_host:
@@ -152,6 +160,12 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         print(f"serving {server.env_cls.__name__} on {base_url}/mcp", file=sys.stderr, flush=True)
         if args.web:
             print(f"web page on {base_url}/web", file=sys.stderr, flush=True)
+        if args.openenv:
+            print(
+                f"OpenEnv API on {base_url} (WebSocket {base_url.replace('http', 'ws', 1)}/ws)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     options = {
         "allowed_hosts": args.allowed_host,
@@ -159,6 +173,7 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         "max_body_bytes": args.max_body_bytes,
         "web": args.web,
         "stateless_agents": args.stateless_agents,
+        "openenv": args.openenv,
         "header_timeout": args.header_timeout,
         "max_connections": args.max_connections,
     }
@@ -166,8 +181,24 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback
         sys.exit(f"mcpgym: {exc.strerror or exc}")
+    except RuntimeError as exc:  # --openenv without its extra
+        sys.exit(f"mcpgym: {exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)
+
+
+def _serve_stdio(server: GymServer) -> None:
+    """Serve stdio; on a terminal, first say so (silence there looks like a hang: a person ran
+    it, and an MCP client, which pipes stdin, never sees the line)."""
+    if not sys.stdin.isatty():
+        anyio.run(server.run_stdio)
+        return
+    name = server.env_cls.__name__
+    print(f"serving {name} over stdio: waiting for an MCP client; Ctrl-C to stop", file=sys.stderr, flush=True)
+    try:
+        anyio.run(server.run_stdio)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 def run(

@@ -1,15 +1,17 @@
-"""`mcpgym tools TARGET`: list a target's tools.
+"""`mcpgym tools TARGET`: list a target's tools, as `name(arg: type, …)` and their first sentence.
 
-Layer: CLI, over the public client API.
+Layer: CLI, over the public client API. `signature` and `first_sentence` are shared with `play`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import Any
 
 import anyio
+import mcp_types as types
 
 from mcpgym._cli.options import TARGETS, add_client_options, client_headers
 from mcpgym._targets.connect import connect
@@ -37,7 +39,53 @@ async def _tools(target: str, as_json: bool, headers: dict[str, str]) -> None:
         print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed], indent=2))
         return
     for t in listed:
-        params = ", ".join(t.input_schema.get("properties", {}))
-        print(f"{t.name}({params})")
+        print(signature(t))
         if t.description:
-            print(f"    {t.description.splitlines()[0]}")
+            print(f"    {first_sentence(t.description)}")
+
+
+def signature(tool: types.Tool) -> str:
+    """`name(arg: type, opt: type = default)` from the tool's input schema."""
+    schema = tool.input_schema
+    required = set(schema.get("required") or ())
+    params = []
+    for name, prop in (schema.get("properties") or {}).items():
+        shown = f"{name}: {type_name(prop)}"
+        if name not in required and isinstance(prop, dict) and "default" in prop:
+            shown += f" = {json.dumps(prop['default'], ensure_ascii=False)}"
+        elif name not in required:
+            shown += " (optional)"
+        params.append(shown)
+    return f"{tool.name}({', '.join(params)})"
+
+
+def type_name(prop: Any) -> str:
+    """A short type for one property schema: `string`, `integer`, `up|down`, `list[integer]`."""
+    if not isinstance(prop, dict):
+        return "any"
+    if "enum" in prop:
+        return "|".join(str(v) for v in prop["enum"])
+    if "const" in prop:
+        return json.dumps(prop["const"], ensure_ascii=False)
+    kind = prop.get("type")
+    if kind == "array":
+        return f"list[{type_name(prop.get('items'))}]"
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    options = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(options, list):
+        return " | ".join(type_name(option) for option in options)
+    if isinstance(prop.get("$ref"), str):
+        return str(prop["$ref"]).rsplit("/", 1)[-1]
+    return "any"
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def first_sentence(description: str) -> str:
+    """The description's first sentence, whole even where the docstring breaks the line."""
+    paragraph = " ".join(description.strip().split("\n\n", 1)[0].split())
+    return _SENTENCE_END.split(paragraph, maxsplit=1)[0]

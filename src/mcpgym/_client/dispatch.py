@@ -1,4 +1,4 @@
-"""`HTTPDispatcher`: the MCP SDK's `Dispatcher` for a 2026-07-28 streamable-HTTP server, on aiohttp.
+"""`HTTPDispatcher`: the MCP SDK's `Dispatcher` for a streamable-HTTP server, on aiohttp.
 
 Layer: client transport. Below `mcp.client.session.ClientSession` (which keeps the protocol:
 request and result types, version stamps, header rules); above aiohttp's connection pool. It
@@ -14,6 +14,12 @@ SDK's own `JSONRPCRequest` / `jsonrpc_message_adapter`.
 
 Every transport fault (refused, reset, timed out, a non-JSON-RPC HTTP answer) is raised in the
 caller's task as `MCPError` naming the URL and what happened, never as a cancellation.
+
+A handshake-era server (one that answers `initialize`, not `server/discover`) is served by the
+same dispatcher once `handshake` is set (rfcs/0019-doors.md): the `Mcp-Session-Id` its first
+answer carries goes on every later request, notifications (`notifications/initialized`) are
+POSTed, and closing DELETEs the session. No standing GET stream is opened: an environment
+server sends a Gym client nothing unasked.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ from mcpgym._core.protocol import EPISODE_HEADER, EPISODE_KEY
 log = logging.getLogger("mcpgym.client")
 
 ACCEPT: Final = "application/json, text/event-stream"
+SESSION_HEADER: Final = "Mcp-Session-Id"
+CLOSE_WAIT: Final = 5.0
+"""Seconds a closing dispatcher waits for the server to acknowledge the end of its session."""
 DEFAULT_CONNECTIONS: Final = 256
 """Keep-alive connections per server; further concurrent requests wait for a free one."""
 
@@ -91,6 +100,9 @@ class HTTPDispatcher:
         self._ssl = ssl_context
         self._ids = itertools.count(1)
         self._http: aiohttp.ClientSession | None = None
+        self.handshake = False
+        """Speak the handshake era: keep the server's session id, POST notifications."""
+        self.session_id: str | None = None
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl if self._ssl is not None else True)
@@ -107,7 +119,15 @@ class HTTPDispatcher:
 
     async def aclose(self) -> None:
         http, self._http = self._http, None
-        if http is not None:
+        if http is None:
+            return
+        try:
+            if self.session_id is not None:  # the session's end: the server closes what it held
+                with anyio.move_on_after(CLOSE_WAIT), contextlib.suppress(aiohttp.ClientError, OSError):
+                    headers = {SESSION_HEADER: self.session_id}
+                    async with http.delete(self._url, headers=headers, allow_redirects=False):
+                        pass
+        finally:
             await http.close()
 
     async def run(
@@ -122,9 +142,30 @@ class HTTPDispatcher:
         await anyio.sleep_forever()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        # The 2026-07-28 HTTP wire has no client-to-server notifications (cancelling is closing
-        # the request's own connection, which aiohttp does when the caller is cancelled).
-        log.debug("dropped client notification %s: nothing to send it on", method)
+        if not self.handshake:
+            # The 2026-07-28 HTTP wire has no client-to-server notifications (cancelling is closing
+            # the request's own connection, which aiohttp does when the caller is cancelled).
+            log.debug("dropped client notification %s: nothing to send it on", method)
+            return
+        fields: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            fields["params"] = dict(params)
+        body = JSONRPCNotification.model_construct(**fields).model_dump_json(by_alias=True, exclude_unset=True)
+        headers = self._session_headers(dict((opts or {}).get("headers") or {}))
+        if self._http is None:
+            raise MCPError(CONNECTION_CLOSED, f"The client of {self.url} is closed")
+        try:
+            async with self._http.post(self._url, data=body.encode(), headers=headers) as response:
+                if response.status >= 300:
+                    message, data = refusal(self.url, response.status, response.reason, await response.read())
+                    raise HTTPStatusError(HTTP_ERROR, message, response.status, data)
+        except (aiohttp.ClientError, OSError) as exc:
+            raise self._lost(method, "lost", exc) from exc
+
+    def _session_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        if self.session_id is not None:
+            headers[SESSION_HEADER] = self.session_id
+        return headers
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -135,7 +176,7 @@ class HTTPDispatcher:
         if params is not None:
             fields["params"] = dict(params)
         request = JSONRPCRequest.model_construct(**fields)
-        headers = dict(opts.get("headers") or {})
+        headers = self._session_headers(dict(opts.get("headers") or {}))
         meta = (params or {}).get("_meta")
         if isinstance(meta, dict) and isinstance(episode := meta.get(EPISODE_KEY), str):
             headers[EPISODE_HEADER] = episode  # what a router hashes on (rfcs/0001)
@@ -169,6 +210,8 @@ class HTTPDispatcher:
             raise MCPError(CONNECTION_CLOSED, f"The client of {self.url} is closed")
         body = request.model_dump_json(by_alias=True, exclude_unset=True).encode()
         async with self._http.post(self._url, data=body, headers=headers, allow_redirects=False) as response:
+            if self.handshake and self.session_id is None:
+                self.session_id = response.headers.get(SESSION_HEADER)  # (initialize's answer names it)
             kind = response.content_type
             if response.status >= 300 or response.status == 202:
                 return await self._refused(response, request)

@@ -1,8 +1,8 @@
 """In-process door: the trainer calls the episode core directly.
 
-Layer: client door. No JSON-RPC, no streams, no serialisation round trip: `reset`/`step`
-run the same `Episode` code the MCP server handlers run, so validation, errors and result
-shapes are the server's own (rfcs/0002-in-process-mode.md).
+Layer: client door. Imports only the episode core: no JSON-RPC, no streams, no serialisation
+round trip. `reset`/`call` run the same `Episode` code the MCP server handlers run, so
+validation, errors and result shapes are the server's own (rfcs/0002-in-process-mode.md).
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from mcpgym._client.api import AsyncEnv
 from mcpgym._core.protocol import ResetResult
 from mcpgym._core.types import EpisodeState, ToolStep
+from mcpgym._episode.catalog import Task
 from mcpgym._episode.environment import Environment, resolve_factory
-from mcpgym._episode.episode import Episode, build, unknown_episode
+from mcpgym._episode.episode import Episode, _run_user, build, unknown_episode
 from mcpgym._episode.host import Host
 
 _CLIENT = "_mcpgym_client"
-"""Attribute naming the client an instance target belongs to (None once it was closed)."""
+"""Attribute naming the door an instance target belongs to (None once it was closed)."""
 
 
-class InProcessEnv(AsyncEnv):
+class InProcessDoor:
     """An environment class or `partial(Class, ...)` (a fresh instance per episode), or an
-    instance (reused by every episode), driven directly."""
+    instance (reused by every episode), driven directly. One episode at a time."""
 
     def __init__(self, env: type[Environment] | Environment | functools.partial[Any]) -> None:
         self._shared: Environment | None = env if isinstance(env, Environment) else None
@@ -43,7 +43,10 @@ class InProcessEnv(AsyncEnv):
         # The shared instance is closed once, when the client closes (however often that is asked).
         self._closer = Episode(self._shared, "-") if self._shared is not None else None
 
-    async def _connect(self) -> None:
+    def describe(self) -> tuple[str, str]:
+        return "environment", self.env_cls.__qualname__
+
+    async def connect(self) -> None:
         # `async with connect(Env)` hosts what episodes `hold()` (in this task's own task group).
         stack = contextlib.AsyncExitStack()
         self._host = Host(await stack.enter_async_context(anyio.create_task_group()))
@@ -62,7 +65,7 @@ class InProcessEnv(AsyncEnv):
             )
         object.__setattr__(self._shared, _CLIENT, self)
 
-    async def _disconnect(self) -> None:
+    async def disconnect(self) -> None:
         try:
             await self._drop_episode()
             if self._closer is not None and getattr(self._shared, _CLIENT, None) is self:
@@ -79,7 +82,7 @@ class InProcessEnv(AsyncEnv):
             await stack.aclose()
         self._host = None
 
-    async def _reset(
+    async def reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         await self._drop_episode()
@@ -92,22 +95,34 @@ class InProcessEnv(AsyncEnv):
             await self._drop_episode()  # as the server does: a failed reset leaves nothing open
             raise
 
-    def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, ToolStep]:
+    def call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> Coroutine[Any, Any, ToolStep]:
         # The episode's own coroutine, handed back rather than awaited: one frame less per step.
         return self._get(episode_id).step(name, arguments)
 
-    async def _list_tools(self) -> list[types.Tool]:
+    async def list_tools(self) -> list[types.Tool]:
         return list(self._tools)
 
-    async def _state(self, episode_id: str) -> EpisodeState:
+    async def state(self, episode_id: str) -> EpisodeState:
         return self._get(episode_id).state()
 
-    async def _close(self, episode_id: str) -> EpisodeState | None:
+    async def close(self, episode_id: str) -> EpisodeState | None:
         episode = self._episode
         if episode is None or episode.id != episode_id:
             return None
         await self._drop_episode()
         return episode.final
+
+    async def list_tasks(self, limit: int | None, prompts: bool) -> list[Task]:
+        # The catalog of an instance built for the purpose (never the live episode's), or the
+        # shared instance's own (read, never closed here).
+        instance = self._shared if self._shared is not None else build(self._factory)
+        try:
+            tasks = list(await anyio.to_thread.run_sync(instance.catalog))[:limit]
+        finally:
+            if self._shared is None:
+                await _run_user(instance.close)
+        # As over MCP, where each prompt's text costs a `prompts/get` that `prompts=False` skips.
+        return tasks if prompts else [task.model_copy(update={"prompt": ""}) for task in tasks]
 
     async def _drop_episode(self) -> None:
         episode, self._episode = self._episode, None

@@ -40,8 +40,14 @@ class PortalTwin(AbstractContextManager[Any], Generic[AsyncT]):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stack.__exit__(exc_type, exc, tb)
+        stack, self._stack = self._stack, ExitStack()
         self._portal = None
+        stack.__exit__(exc_type, exc, tb)
+
+    def close(self) -> None:
+        """End the episode and the connection now, as leaving the `with` block does (Gymnasium's
+        `Env.close()`); closing again, or leaving the block afterwards, does nothing."""
+        self.__exit__(None, None, None)
 
     @property
     def portal(self) -> BlockingPortal:
@@ -82,6 +88,12 @@ class SyncEnv(PortalTwin[AsyncEnv]):
         return self.portal.call(self.env.close_episode)
 
 
-def connect_sync(target: Target, **options: Any) -> SyncEnv:
-    """The blocking twin of `connect`: `with mcpgym.connect_sync(target) as env: ...`."""
-    return SyncEnv(connect(target, **options))
+def connect_sync(
+    target: Target,
+    *,
+    mode: str = "auto",
+    read_timeout: float | None = None,
+    headers: dict[str, str] | None = None,
+) -> SyncEnv:
+    """The blocking twin of `connect` (same keywords): `with mcpgym.connect_sync(target) as env: ...`."""
+    return SyncEnv(connect(target, mode=mode, read_timeout=read_timeout, headers=headers))

@@ -82,6 +82,16 @@ class StepResult(_Frozen, Generic[ObsT]):
         return "\n".join(c.text for c in self.observation.content if isinstance(c, types.TextContent))
 
 
+class Rendering(_Frozen):
+    """What `Environment.render()` showed of an episode's current state (`EpisodeState.render`):
+    any of plain text, markdown and an image (base64, with its MIME type)."""
+
+    text: str | None = None
+    markdown: str | None = None
+    image: str | None = None
+    mime_type: str | None = None
+
+
 class EpisodeState(_Frozen):
     """A snapshot of one episode, as `env.state()` returns it."""
 
@@ -98,6 +108,9 @@ class EpisodeState(_Frozen):
     terminated: bool = False
     components: Components = Field(default_factory=dict)
     """The episode's sum of each rubric component so far (trajectory components once scored)."""
+    render: Rendering | None = None
+    """The environment's `render()` of its current state, if it offers one (for people: the web
+    page, `mcpgym play`); never shown to agents."""
 
 
 # The slots every BaseModel instance carries, set through their descriptors (what

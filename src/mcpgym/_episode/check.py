@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -18,6 +20,7 @@ from mcpgym._core.errors import MCPError
 from mcpgym._episode.catalog import Catalog, Task
 from mcpgym._episode.environment import Environment
 from mcpgym._episode.episode import Episode
+from mcpgym._episode.episode import logger as episode_logger
 
 
 class EnvironmentCheckError(Exception):
@@ -39,10 +42,39 @@ def check_environment(env: type[Environment], *, raise_on_error: bool = True) ->
     if not (inspect.isclass(env) and issubclass(env, Environment)):
         problems = [f"{env!r} is not a subclass of mcpgym.Environment"]
     else:
-        problems = _static_problems(env) + anyio.run(_dynamic_problems, env)
+        with _each_failure_logged_once():
+            found = _static_problems(env) + anyio.run(_dynamic_problems, env)
+        problems = list(dict.fromkeys(found))  # both instances failing alike is one problem
     if problems and raise_on_error:
         raise EnvironmentCheckError(env if inspect.isclass(env) else type(env), problems)
     return problems
+
+
+class _Once(logging.Filter):
+    """Lets each distinct failure (message and exception) through once: check resets the class
+    several times, and one broken reset would otherwise print its traceback at every one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        key = (record.getMessage(), repr(error))
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+@contextlib.contextmanager
+def _each_failure_logged_once() -> Iterator[None]:
+    once = _Once()
+    episode_logger.addFilter(once)
+    try:
+        yield
+    finally:
+        episode_logger.removeFilter(once)
 
 
 def _static_problems(env: type[Environment]) -> list[str]:
@@ -100,7 +132,34 @@ async def _dynamic_problems(env: type[Environment]) -> list[str]:
             problems.append(
                 "reset(seed=0) gave different observations on two instances: seed self.rng, not global state"
             )
-    return problems + await _catalog_problems(env)
+    return problems + await _result_problems(env) + await _catalog_problems(env)
+
+
+async def _result_problems(env: type[Environment]) -> list[str]:
+    """Call each tool that takes no arguments (the only calls check can make without guessing)
+    after `reset(seed=0)`, and report results that could not be sent: an object JSON cannot
+    carry, or a value its output schema refuses. A fresh episode whenever one ends."""
+    problems: list[str] = []
+    episode: Episode | None = None
+    try:
+        for spec in env.__mcpgym_tools__.values():
+            if spec.definition.input_schema.get("properties"):
+                continue
+            if episode is None or episode.done:
+                if episode is not None:
+                    await episode.close()
+                episode = Episode(env(), "check-results")
+                await episode.start(seed=0, options=None)
+            result = (await episode.step(spec.name, {})).observation
+            text = " ".join(getattr(block, "text", "") for block in result.content)
+            if result.is_error and text.startswith(f"Tool {spec.name!r} returned "):
+                problems.append(text)
+    except MCPError:
+        return problems  # a reset that fails is reported by the checks above
+    finally:
+        if episode is not None:
+            await episode.close()
+    return problems
 
 
 async def _catalog_problems(env: type[Environment]) -> list[str]:

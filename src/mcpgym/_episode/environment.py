@@ -8,8 +8,9 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
   `async def` or plain `def`.
 - Methods decorated with `@mcpgym.tool` are the actions. Inside one, `self.reward(x)` adds
   `x` to this step's reward and `self.finish(reward=None)` ends the episode after this step,
-  optionally with a final reward. A tool's return value is its observation, converted to MCP
-  content exactly as the MCP SDK converts tool results.
+  optionally with a final reward (`finish(truncated=True)`: cut short, not ended on its own
+  terms). A tool's return value is its observation, converted to MCP content exactly as the
+  MCP SDK converts tool results.
 - `self.signal(name, value)` reports a named fact about this step (tests passed, a hack
   detected) for the environment's `rubric` (class attribute or set in `__init__`), which then
   makes the reward from named components (`mcpgym.rubrics`, rfcs/0007-rewards.md). Without a
@@ -20,6 +21,8 @@ Layer: bottom. The contract, written once here (cf. gymnasium.Env):
 - `await self.hold(cm)` enters an async context manager (an MCP client session, a process) for
   the rest of the episode; it is exited after `close()`. `self.host.state` is shared by every
   episode of whoever serves the class (a server, an in-process client).
+- `render()` shows people the current state (text, markdown or an image: `mcpgym.Render`) on
+  the web page, in `mcpgym play` and in `env.state().render`; agents never see it.
 - `catalog()` lists the tasks the environment offers (MCP prompts and resources; see `_catalog`).
 """
 
@@ -30,13 +33,14 @@ import functools
 import inspect
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from mcpgym._episode.catalog import Task
 from mcpgym._episode.host import Host, Release
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import BoundTool, collect_tools
 from mcpgym.rubrics._core import Rubric
 
@@ -49,6 +53,8 @@ class StepLedger:
 
     reward: float = 0.0
     finished: bool = False
+    truncated: bool = False
+    """`finish(truncated=True)`: the episode was cut short (a foreign time limit), not ended on its own terms."""
     signals: dict[str, Any] | None = None
     stranded: bool = False
     """The call timed out in a worker thread that cannot be stopped: the episode must end."""
@@ -92,7 +98,7 @@ class Environment:
     instructions: ClassVar[str | None] = None
     """Shown to MCP clients as the server's instructions; defaults to the class docstring."""
 
-    __mcpgym_tools__: ClassVar[dict[str, BoundTool]] = {}
+    __mcpgym_tools__: ClassVar[Mapping[str, BoundTool]] = {}
 
     rubric: Rubric | None = None
     """Scores every episode from named components (`mcpgym.rubrics`); None: the reward is what
@@ -122,6 +128,13 @@ class Environment:
     def state_info(self) -> dict[str, Any]:
         """Extra, JSON-compatible facts for `env.state()` (never shown to agents). Override."""
         return {}
+
+    def render(self) -> str | Render | None:
+        """The current state for people to look at: plain text, an `mcpgym.Render` (text,
+        markdown and/or an image) or None (the page then shows the latest observation). Called
+        after reset and each step by whoever shows the episode; it must not change the state.
+        Override; the default shows nothing."""
+        return None
 
     async def hold(self, cm: AbstractAsyncContextManager[T]) -> T:
         """Enter `cm` for the rest of this episode and return what it yields; it is exited when
@@ -157,10 +170,13 @@ class Environment:
             ledger.signals = {}
         ledger.signals[name] = value
 
-    def finish(self, reward: float | None = None) -> None:
-        """End the episode after the current tool call, optionally adding a final reward."""
+    def finish(self, reward: float | None = None, *, truncated: bool = False) -> None:
+        """End the episode after the current tool call, optionally adding a final reward;
+        `truncated=True` says it was cut short (a time limit of its own, as a bridged Gymnasium
+        environment's `TimeLimit`) rather than ended on the task's terms."""
         ledger = _ledger()
         ledger.finished = True
+        ledger.truncated = ledger.truncated or truncated
         if reward is not None:
             ledger.reward += _finite(reward)
 

@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -31,8 +31,9 @@ from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_s
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
+from mcpgym._episode.render import rendering
 from mcpgym._episode.scoring import EpisodeScore
-from mcpgym._episode.tools import BoundTool
+from mcpgym._episode.tools import BoundTool, LazyTools, UnsendableResult
 from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
@@ -111,7 +112,9 @@ class Episode:
         # more than an in-process step itself, whose caller can cancel an async tool on its own.
         self._await_directly = self.call_timeout is None or not time_async_tools
         self._log: EpisodeLog | None = None
-        self.tools: dict[str, BoundTool] = type(env).__mcpgym_tools__
+        tools = type(env).__mcpgym_tools__
+        # A lazy table (a wrapped server's) is read through once: lookups then hit a plain dict.
+        self.tools: Mapping[str, BoundTool] = tools.loaded() if isinstance(tools, LazyTools) else tools
         self.step_count = 0
         self.total_reward = 0.0
         self.done = False
@@ -159,7 +162,7 @@ class Episode:
         if self.recorder is not None:
             name = type(self.env).__name__
             self._log = self.recorder.open(self.id, name, seed, options, self.implicit, task_id=self.task_id)
-            await self._log.reset(jsonable)
+            await self._log.reset(jsonable, render=self._recorded_render())
         return ResetResult(observation=jsonable, info=info)
 
     @property
@@ -167,11 +170,35 @@ class Episode:
         """A tool call is running (idle expiry leaves such an episode alone)."""
         return self._turns.busy
 
-    def state(self) -> EpisodeState:
+    def _recorded_render(self) -> dict[str, Any] | None:
+        """The environment's render() for the record (what the viewer shows after each step);
+        None when it has none. A render that fails is left out: it must not fail a step."""
+        if type(self.env).render is Environment.render:
+            return None  # nothing to show: skip the call
+        try:
+            picture = rendering(self.env.render())
+        except Exception:
+            logger.exception("%s.render failed; the step is recorded without it", type(self.env).__name__)
+            return None
+        if picture is None:
+            return None
+        recorded: dict[str, Any] = picture.model_dump(exclude_none=True, exclude={"image", "mime_type"})
+        if picture.image is not None:  # as an image block, so the recorder stores it once as a blob
+            recorded["image"] = {"type": "image", "data": picture.image, "mimeType": picture.mime_type}
+        return recorded
+
+    def state(self, *, render: bool = True) -> EpisodeState:
+        """The episode's snapshot; `render=False` leaves out the environment's `render()`."""
         try:
             info = pydantic_core.to_jsonable_python(self.env.state_info())
         except Exception as exc:
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.state_info raised {_describe(exc)}") from exc
+        picture = None
+        if render and not self.closed:
+            try:
+                picture = rendering(self.env.render())
+            except Exception as exc:
+                raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.render raised {_describe(exc)}") from exc
         return EpisodeState(
             episode_id=self.id,
             environment=type(self.env).__name__,
@@ -183,6 +210,7 @@ class Episode:
             info=info,
             terminated=self.done and not self.truncated,
             components={} if self.score is None else dict(self.score.components),
+            render=picture,
         )
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -264,9 +292,10 @@ class Episode:
                 outcome = self._account(result, ledger, name, arguments)
             if self.score is not None and self.done and not self.score.finished:
                 outcome = await self._finish_scoring(outcome)
-            if self._log is not None:
+            if self._log is not None and ledger is not _OVER:  # a refused call is not a step of the record
                 own = None if self.score is None else ledger.reward  # with a rubric, the rubric's input
-                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started)
+                picture = self._recorded_render()
+                await self._log.step(name, arguments, outcome, own, ledger.signals, started=started, render=picture)
             return outcome
         finally:
             self._turns.release()
@@ -331,6 +360,7 @@ class Episode:
             self.done = self.truncated = True
         elif ledger.finished:
             self.done = True
+            self.truncated = ledger.truncated
         elif self.env.max_steps is not None and self.step_count >= self.env.max_steps:
             self.done = self.truncated = True
         if self.score is None:
@@ -355,7 +385,7 @@ class Episode:
 
     def _final_state(self) -> EpisodeState | None:
         try:
-            return self.state()
+            return self.state(render=False)  # the final state is data, not a picture
         except MCPError:
             return None  # state_info raised: the close goes on without a final state
 
@@ -415,7 +445,7 @@ def build(factory: Callable[[], Environment]) -> Environment:
         raise MCPError(INTERNAL_ERROR, f"Building the environment failed: {_describe(exc)}") from exc
 
 
-def unknown_tool(name: str, tools: dict[str, BoundTool]) -> MCPError:
+def unknown_tool(name: str, tools: Mapping[str, BoundTool]) -> MCPError:
     """A protocol error, as the spec lists unknown tools (rfcs/0001)."""
     return MCPError(INVALID_PARAMS, f"Unknown tool: {name!r}. This environment's tools: {', '.join(tools)}")
 
@@ -437,6 +467,8 @@ def _convert(spec: BoundTool, value: Any) -> types.CallToolResult:
         return spec.convert(value)
     except ValidationError as exc:
         return _error(f"Tool {spec.name!r} returned a value that does not match its output schema: {_summarise(exc)}")
+    except UnsendableResult as exc:
+        return _error(f"Tool {spec.name!r} {exc}")
     except Exception as exc:
         return _error(f"Tool {spec.name!r} returned a value that cannot be sent: {_describe(exc)}")
 

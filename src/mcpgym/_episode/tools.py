@@ -8,13 +8,19 @@ MCP SDK's own (`func_metadata`), so a tool looks and behaves exactly as it would
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
+import anyio
 import mcp_types as types
+import pydantic_core
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.server.mcpserver.utilities.types import Audio, Image
 from mcp.shared.tool_name_validation import validate_and_warn_tool_name
+from mcp_types import ContentBlock
+from pydantic import BaseModel, ConfigDict
 
 from mcpgym._core.types import trusted
 
@@ -31,6 +37,7 @@ class ToolOptions:
     annotations: types.ToolAnnotations | None = None
     inline: bool = False
     structured_output: bool | None = None
+    extra_arguments: bool = False
 
 
 def _defaults(cls: type[Any]) -> dict[str, Any]:
@@ -102,6 +109,8 @@ class BoundTool:
                 return trusted(types.CallToolResult, fields, {"content"})
             fields["structured_content"] = {"result": value}
             return trusted(types.CallToolResult, fields, {"content", "structured_content"})
+        if self.metadata.output_schema is None:
+            _require_json(value)
         converted = self.metadata.convert_result(value)
         if not isinstance(converted, types.CallToolResult):
             raise TypeError("returned an InputRequiredResult, which mcpgym environments do not support")
@@ -119,6 +128,7 @@ def tool(
     annotations: types.ToolAnnotations | None = None,
     inline: bool = False,
     structured_output: bool | None = None,
+    extra_arguments: bool = False,
 ) -> Callable[[F], F]: ...
 def tool(
     fn: F | None = None,
@@ -130,6 +140,7 @@ def tool(
     annotations: types.ToolAnnotations | None = None,
     inline: bool = False,
     structured_output: bool | None = None,
+    extra_arguments: bool = False,
 ) -> F | Callable[[F], F]:
     """Expose an `Environment` method to agents as an MCP tool.
 
@@ -138,8 +149,13 @@ def tool(
     `def` tools run in a worker thread so blocking code cannot stall other episodes, unless
     `inline=True` says the method is quick and never blocks (then it runs on the loop and
     skips the thread hop, which costs tens of microseconds).
+
+    Arguments the method does not declare are refused (an `isError` result; the schema says
+    `additionalProperties: false`), so a misspelt or invented argument never passes silently.
+    `extra_arguments=True` accepts them instead (and ignores them), for tools whose callers
+    are known to send more than the tool reads.
     """
-    options = ToolOptions(name, title, description, annotations, inline, structured_output)
+    options = ToolOptions(name, title, description, annotations, inline, structured_output, extra_arguments)
 
     def mark(f: F) -> F:
         if not callable(f):
@@ -175,6 +191,8 @@ def _bind(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptions) ->
     name = options.name or attr
     validate_and_warn_tool_name(name)
     metadata = func_metadata(fn, skip_names=["self"], structured_output=options.structured_output)
+    if not options.extra_arguments:
+        metadata = metadata.model_copy(update={"arg_model": _closed(metadata.arg_model)})
     description = options.description or inspect.getdoc(fn) or ""
     definition = types.Tool(
         name=name,
@@ -207,6 +225,35 @@ def _bind(cls: type, attr: str, fn: Callable[..., Any], options: ToolOptions) ->
     )
 
 
+class UnsendableResult(TypeError):
+    """A tool returned an object JSON cannot carry (the message says what to return instead)."""
+
+
+def _require_json(value: Any) -> None:
+    """Refuse what the SDK would send as its `str()` (its conversion falls back to it): an
+    object JSON cannot carry would reach the agent as a `repr`, which no one meant to send."""
+    if value is None or isinstance(value, str | types.CallToolResult | ContentBlock | Image | Audio):
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _require_json(item)
+        return
+    try:
+        pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError:
+        raise UnsendableResult(
+            f"returned an object of type {type(value).__name__}, which JSON cannot carry: return text, "
+            "JSON-compatible data (dicts, lists, numbers, pydantic models, dataclasses) or MCP content"
+        ) from None
+
+
+def _closed(model: type[BaseModel]) -> type[BaseModel]:
+    """The SDK's argument model, refusing keys it does not declare (its schema then says
+    `additionalProperties: false`); the SDK's own ignores them."""
+    config = ConfigDict(**{**model.model_config, "extra": "forbid"})
+    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
+
+
 def _str_params(fields: dict[str, Any]) -> frozenset[str] | None:
     """All field names if every field is a bare `str` (nothing that validation could change)."""
     for name, info in fields.items():
@@ -225,3 +272,46 @@ def _renamed(fn: Callable[..., Any], fields: dict[str, Any]) -> tuple[tuple[str,
         if name not in parameters and info.alias in parameters:
             pairs.append((name, info.alias))
     return tuple(pairs)
+
+
+class LazyTools(Mapping[str, BoundTool]):
+    """A class's tool table that is only known by doing something slow (a wrapped server's:
+    starting it is how its tools are learnt), filled once, on first use.
+
+    A plain read fills it in the calling thread (blocking it). `await ready()` fills it in a
+    worker thread, so an event loop goes on serving meanwhile: whoever serves a class awaits
+    it before the first read (the server's lifespan does). Thread-safe: the load runs once."""
+
+    def __init__(self, load: Callable[[], dict[str, BoundTool]]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._tools: dict[str, BoundTool] | None = None
+
+    def loaded(self) -> dict[str, BoundTool]:
+        tools = self._tools
+        if tools is None:
+            with self._lock:
+                if self._tools is None:
+                    self._tools = self._load()
+                tools = self._tools
+        return tools
+
+    async def ready(self) -> None:
+        if self._tools is None:
+            await anyio.to_thread.run_sync(self.loaded)
+
+    def __getitem__(self, name: str) -> BoundTool:
+        return self.loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.loaded())
+
+    def __len__(self) -> int:
+        return len(self.loaded())
+
+
+async def tools_ready(cls: type) -> None:
+    """Fill `cls`'s tool table without blocking the event loop, if it is a lazy one."""
+    tools = getattr(cls, "__mcpgym_tools__", None)
+    if isinstance(tools, LazyTools):
+        await tools.ready()

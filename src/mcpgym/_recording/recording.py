@@ -9,16 +9,19 @@ result is sent (off the event loop, with a bounded number of open files), so a k
 leaves every completed step on disk:
 
     {"event": "reset", "schema", "episode_id", "environment", "seed", "options", ["task_id"], "observation",
-     "implicit", "time"}
+     "implicit", "time", ["render"]}
     {"event": "step", "tool", "arguments", "result", "reward", "done", "terminated", "truncated", "step",
-     "time", "duration", ["components", "env_reward", "signals"]}
+     "time", "duration", ["components", "env_reward", "signals", "render"]}
     {"event": "close", "step_count", "total_reward", "done", "terminated", "truncated", "time", ["components"]}
 
 `schema` is `SCHEMA` ("io.mcpgym/recording@2"). Recordings without it (schema 1, before
 rubrics) read the same: `terminated` is `done and not truncated`, no components. With a rubric,
 `reward` is the rubric's total, `env_reward` and `signals` what the environment itself reported
 (all a rubric reads: `mcpgym rescore` re-scores from them), `components` the step's named parts.
-A reward that is NaN (unscored) is written as null.
+A reward that is NaN (unscored) is written as null. `render` is the environment's `render()` of
+the state after the reset or step (`{"text", "markdown", "image": an image block}`, parts it
+gave), for the viewer; an environment without one records none. A call refused because the
+episode was over is not a step and is not recorded.
 
 Images and audio are stored once each under `DIR/blobs/` and referenced from the line
 (`_blobs`); `read_recordings` puts them back.
@@ -289,9 +292,12 @@ class EpisodeLog:
         if task_id is not None:  # the catalog task the server attributed the episode to
             self._header["task_id"] = task_id
 
-    async def reset(self, observation: Any) -> None:
+    async def reset(self, observation: Any, *, render: dict[str, Any] | None = None) -> None:
         observation = self._blobs.externalize(observation)
-        await self._write({"event": "reset", "schema": SCHEMA, **self._header, "observation": observation})
+        record = {"event": "reset", "schema": SCHEMA, **self._header, "observation": observation}
+        if render is not None:
+            record["render"] = self._blobs.externalize(render)
+        await self._write(record)
 
     async def step(
         self,
@@ -302,6 +308,7 @@ class EpisodeLog:
         signals: dict[str, Any] | None,
         *,
         started: float,
+        render: dict[str, Any] | None = None,
     ) -> None:
         now = time.time()
         result = outcome.observation.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -324,6 +331,8 @@ class EpisodeLog:
             record["env_reward"] = env_reward
         if signals:
             record["signals"] = signals
+        if render is not None:
+            record["render"] = self._blobs.externalize(render)  # the environment's render() after the step
         await self._write(record)
 
     async def close(

@@ -18,12 +18,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server
-from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.stdio import stdio_server
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp
 
+from mcpgym._core.batch import STEPS_METHOD, StepsParams, StepsResult
 from mcpgym._core.errors import INVALID_PARAMS, MCPError
 from mcpgym._core.protocol import (
     CLOSE_METHOD,
@@ -46,10 +47,12 @@ from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
 from mcpgym._episode.sampler import SamplerConfig
+from mcpgym._episode.tools import tools_ready
 from mcpgym._recording.recording import Recorder
+from mcpgym._server.batch import run_steps
 from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.curriculum import TASK_INFO_KEY, Curriculum, task_info
-from mcpgym._server.http import http_app, serve_http
+from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
 from mcpgym._server.registry import EpisodeRegistry
 
@@ -68,7 +71,7 @@ def _host_of(ctx: Ctx) -> Host | None:
 
 
 _IMPLICIT = "mcpgym.implicit-episode"
-_OWNED = "mcpgym.closes-owned-episodes"
+_SESSION_HEADER = "mcp-session-id"
 
 
 class GymExtension(Extension):
@@ -81,7 +84,7 @@ class GymExtension(Extension):
         self.curriculum = curriculum
 
     def settings(self) -> dict[str, Any]:
-        methods = [RESET_METHOD, STATE_METHOD, CLOSE_METHOD, TASK_STATS_METHOD]
+        methods = [RESET_METHOD, STATE_METHOD, CLOSE_METHOD, STEPS_METHOD, TASK_STATS_METHOD]
         return {"methods": methods, "episodeMetaKey": EPISODE_KEY, "sampler": self.curriculum.config.sampler}
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -89,6 +92,7 @@ class GymExtension(Extension):
             MethodBinding(RESET_METHOD, ResetParams, self._reset),
             MethodBinding(STATE_METHOD, EpisodeParams, self._state),
             MethodBinding(CLOSE_METHOD, EpisodeParams, self._close),
+            MethodBinding(STEPS_METHOD, StepsParams, self._steps),
             MethodBinding(TASK_STATS_METHOD, TaskStatsParams, self._task_stats),
         )
 
@@ -106,13 +110,8 @@ class GymExtension(Extension):
         )
         if task is not None:  # the client learns which task it plays (it may not have chosen it)
             result.info[TASK_INFO_KEY] = task_info(task)
-        if owner is not None:
-            # Bound to an HTTP session that nobody else may use: it ends with that session. One
-            # callback per connection (not per reset) closes whatever the session still holds.
-            connection = connection_of(ctx)
-            if not connection.state.get(_OWNED):
-                connection.state[_OWNED] = True
-                connection.exit_stack.push_async_callback(self.registry.close_owned, owner)
+        # Bound to `owner` (an HTTP session nobody else may use), it ends with that session:
+        # `end_session` when the client deletes it, the idle expiry when it just goes away.
         return result
 
     async def _state(self, ctx: Ctx, params: EpisodeParams) -> StateResult:
@@ -121,8 +120,11 @@ class GymExtension(Extension):
     async def _close(self, ctx: Ctx, params: EpisodeParams) -> CloseResult:
         return CloseResult(state=await self.registry.close(require_episode_id(ctx), session_of(ctx)))
 
+    async def _steps(self, ctx: Ctx, params: StepsParams) -> StepsResult:
+        return await run_steps(self.registry, params, session_of(ctx))
+
     async def _task_stats(self, ctx: Ctx, params: TaskStatsParams) -> TaskStatsResult:
-        return await self.curriculum.stats(connection_of(ctx).client_capabilities)
+        return await self.curriculum.stats(ctx.session.client_capabilities)
 
 
 class GymServer:
@@ -157,9 +159,11 @@ class GymServer:
             factory, max_episodes=max_episodes, idle_timeout=idle_timeout, recorder=recorder, call_timeout=call_timeout
         )
         self.reveal_rewards = reveal_rewards
-        self._stdio_state: dict[str, Any] | None = None
         self._lifespans = 0
-        self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
+        self._stdio = False
+        self._sessions: dict[str, dict[str, Any]] = {}
+        """Per HTTP session: its implicit episode (and the lock that starts it), until it ends."""
+        self._tools: types.ListToolsResult | None = None  # on first use: a wrapped class's are listed late
         self.catalog = CatalogHandlers(factory, self._start_task)
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
@@ -185,15 +189,23 @@ class GymServer:
         # one out closes the episodes that are left.
         # Each entry is also a `Host` (what episodes hold across requests runs in its task group);
         # the last one out closes the episodes before its host goes.
+        # A tool table filled late (a wrapped server's) is filled here, off the event loop,
+        # so no request handler's read of it blocks the loop.
+        await tools_ready(self.env_cls)
         async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
             host = Host(held)
             self.registry.hosts.append(host)
             self._lifespans += 1
+            # Requests of this lifespan find their host here; its client's implicit episode
+            # (stdio, in-memory: one lifespan per client) is kept here too, and ends with it.
+            state: dict[str, Any] = {_HOST: host}
             try:
-                yield {_HOST: host}  # requests of this lifespan's connection find their host here
+                yield state
             finally:
                 self._lifespans -= 1
+                with anyio.CancelScope(shield=True):
+                    await self._close_implicit(state)
                 if not self._lifespans:
                     with anyio.CancelScope(shield=True):
                         await self.registry.close_all()
@@ -206,6 +218,9 @@ class GymServer:
         return None if spec is None else spec.definition.input_schema
 
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if self._tools is None:
+            await tools_ready(self.env_cls)
+            self._tools = types.ListToolsResult(tools=[s.definition for s in self.env_cls.__mcpgym_tools__.values()])
         return self._tools
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -214,52 +229,86 @@ class GymServer:
             return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
         if params.name not in self.env_cls.__mcpgym_tools__:
             raise unknown_tool(params.name, self.env_cls.__mcpgym_tools__)  # before opening an episode for it
-        episode = await self._implicit(ctx)
+        state = self._implicit_state(ctx)
+        if state is None:  # a 2026-07-28 HTTP exchange is its own connection: a one-call episode
+            episode = await self.registry.open_implicit(host=_host_of(ctx))
+            try:
+                return await self._play(episode, params)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.registry.close(episode.id)
+        return await self._play(await self._implicit(ctx, state), params)
+
+    async def _play(self, episode: Episode, params: types.CallToolRequestParams) -> types.CallToolResult:
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
         return (await episode.step(params.name, params.arguments)).observation
 
     async def _start_task(self, ctx: Ctx, task: Task) -> None:
         """A client that picked a task's prompt and never resets (Claude Desktop's prompt menu)
-        plays that task: its own episode restarts on it. Trainers, who name episodes, are left alone."""
-        if episode_id_of(ctx) is None:
-            await self._implicit(ctx, task)
+        plays that task: its own episode restarts on it. Trainers, who name episodes, are left
+        alone, and so is a one-request connection (no later call of its could play the task)."""
+        state = self._implicit_state(ctx) if episode_id_of(ctx) is None else None
+        if state is not None:
+            await self._implicit(ctx, state, task)
 
-    async def _implicit(self, ctx: Ctx, task: Task | None = None) -> Episode:
-        """The caller's own episode, for agents that never reset.
+    def _implicit_state(self, ctx: Ctx) -> dict[str, Any] | None:
+        """Where the caller's implicit episode is kept, for agents that never reset.
 
-        A stdio server serves one client for its whole life, so there the process is the
-        episode, whichever protocol revision the client speaks. Otherwise it is the connection
-        (a session-based HTTP session; closed with it); on a 2026-07-28 stateless HTTP exchange
-        the connection is the single request, so such a call runs in a one-call episode.
-        """
-        if self._stdio_state is not None:
-            state, cleanup = self._stdio_state, None
-        else:
-            connection = connection_of(ctx)
-            state, cleanup = connection.state, connection.exit_stack
+        A stdio server serves one client for its whole life, so there the process (the lifespan
+        of its one run) is the episode, whichever protocol revision the client speaks. Otherwise
+        it is the connection: an in-memory client's lifespan, or the HTTP session, on the
+        session-based wire; on the 2026-07-28 wire a connection is one request (None: a
+        one-call episode)."""
+        if ctx.request is None and (self._stdio or ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS):
+            state = ctx.lifespan_context
+            return state if isinstance(state, dict) else None
+        session = session_of(ctx)
+        if session is None:
+            return None
+        if session not in self._sessions and len(self._sessions) > 2 * len(self.registry) + 64:
+            self._forget_ended_sessions()
+        return self._sessions.setdefault(session, {})
+
+    def _forget_ended_sessions(self) -> None:
+        # A session the SDK expired (its client went away without deleting it) is never seen
+        # again, and its implicit episode was closed by the idle expiry: drop what is left of
+        # it, now and then, so the table stays about as large as the live episodes.
+        for session, state in list(self._sessions.items()):
+            episode: Episode | None = state.get(_IMPLICIT)
+            lock: anyio.Lock | None = state.get(_IMPLICIT + ".lock")
+            if episode is not None and episode.closed and (lock is None or not lock.locked()):
+                del self._sessions[session]
+
+    async def _implicit(self, ctx: Ctx, state: dict[str, Any], task: Task | None = None) -> Episode:
+        """The caller's implicit episode (started on `task`, when one is given)."""
         lock: anyio.Lock = state.setdefault(_IMPLICIT + ".lock", anyio.Lock())
         async with lock:
             episode: Episode | None = state.get(_IMPLICIT)
-            if episode is None and cleanup is not None:  # once per connection: it closes the current one
-                cleanup.push_async_callback(self._close_implicit, state)
             if task is not None and episode is not None:
                 await self.registry.close(episode.id)
             if task is not None or episode is None or episode.closed:
                 seed, options = (task.seed, dict(task.options)) if task is not None else (None, None)
                 task_id = task.id if task is not None else None
-                episode = await self.registry.open_implicit(seed, options, _host_of(ctx), task_id)
+                episode = await self.registry.open_implicit(
+                    seed, options, _host_of(ctx), owner=session_of(ctx), task_id=task_id
+                )
                 state[_IMPLICIT] = episode
             return episode
 
     async def _close_implicit(self, state: dict[str, Any]) -> None:
         episode: Episode | None = state.get(_IMPLICIT)
         if episode is not None:
-            await self.registry.close(episode.id)
+            await self.registry.close(episode.id, episode.owner)
+
+    async def end_session(self, session: str) -> None:
+        """The HTTP session `session` ended (its client deleted it): close what it held."""
+        self._sessions.pop(session, None)
+        await self.registry.close_owned(session)
 
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin/stdout (the lifespan closes its episodes)."""
-        self._stdio_state = {}
+        self._stdio = True
         async with stdio_server() as (read, write):
             await self.mcp.run(read, write, self.mcp.create_initialization_options())
 
@@ -281,8 +330,16 @@ class GymServer:
         signal); `on_ready(base_url)` runs once bound (`port=0` picks a free port). A request head
         must arrive within `header_timeout` s; at most `max_connections` are open (see `_http_guard`)."""
         app = self.http_app(host=host, **app_options)
+        # A WebSocket frame (`openenv=True`) is bounded like a request body.
+        ws_max_size = app_options.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         return await serve_http(
-            app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
+            app,
+            host,
+            port,
+            on_ready=on_ready,
+            header_timeout=header_timeout,
+            max_connections=max_connections,
+            ws_max_size=ws_max_size,
         )
 
 
@@ -292,15 +349,15 @@ def _version() -> str:
     return f"mcpgym {__version__}"
 
 
-def connection_of(ctx: Ctx) -> Connection:
-    """The SDK `Connection` a request arrived on (per client on stdio and session HTTP; per
-    request on the 2026-07-28 stateless wire)."""
-    return ctx.session._connection
-
-
 def session_of(ctx: Ctx) -> str | None:
-    """The transport session id (session-based streamable HTTP), to bind episodes to their caller."""
-    return connection_of(ctx).session_id
+    """The HTTP session a request arrived on, to bind episodes to their caller: its
+    `Mcp-Session-Id` on the session-based wire, where the SDK routes a request to that session
+    only after checking that it exists and was opened with the same credential. None off HTTP,
+    and on the 2026-07-28 wire, where the header routes nothing and so proves nothing."""
+    if ctx.request is None or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    value = getattr(ctx.request, "headers", {}).get(_SESSION_HEADER)
+    return value if isinstance(value, str) else None
 
 
 def episode_id_of(ctx: Ctx) -> str | None:

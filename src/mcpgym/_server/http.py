@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -26,7 +26,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.server import HANDLED_SIGNALS
@@ -49,22 +50,33 @@ WILDCARD = ("0.0.0.0", "::", "")
 HEALTH_PATH = "/healthz"
 
 
+OPEN_PATHS = (HEALTH_PATH, "/health")
+"""Served without the token: liveness probes carry none (`/health` is OpenEnv's, `--openenv`)."""
+
+
 class BearerAuth:
-    """Refuse every HTTP request without `Authorization: Bearer <token>` (401)."""
+    """Refuse every HTTP request and WebSocket handshake without `Authorization: Bearer <token>`
+    (401; a WebSocket is closed before it opens, which its client sees as HTTP 403)."""
 
     def __init__(self, app: ASGIApp, token: str, public: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode()
         self._public = public  # paths served without the token (the web page's static shell)
-        self.state = getattr(app, "state", None)  # what UvicornServer.shutdown looks for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # /healthz stays open: load balancers and Kubernetes probes carry no token.
         path = scope.get("path", "")
-        if scope["type"] == "http" and path != HEALTH_PATH and not (self._public and self._public(path)):
+        if (
+            scope["type"] in ("http", "websocket")
+            and path not in OPEN_PATHS
+            and not (self._public and self._public(path))
+        ):
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             # compare_digest: the time taken does not reveal how much of a guess was right.
             if not hmac.compare_digest(given, self._expected):
+                if scope["type"] == "websocket":
+                    await WebSocket(scope, receive, send).close(code=1008)
+                    return
                 response = JSONResponse(
                     {"error": "unauthorized", "message": "send 'Authorization: Bearer <token>' (see --token)"},
                     status_code=401,
@@ -88,6 +100,7 @@ def http_app(
     token: str | None = None,
     web: bool = False,
     stateless_agents: bool = False,
+    openenv: bool = False,
 ) -> ASGIApp:
     """The ASGI app. JSON responses (not SSE) by default: a tool call is one short answer.
 
@@ -96,7 +109,8 @@ def http_app(
     page at /web (mcpgym.web), under the same checks and token. Agents that never reset are kept
     on session-based HTTP, so their calls share one episode whatever revision they prefer
     (`_plain_agents`); `stateless_agents=True` lets them use the 2026-07-28 stateless wire,
-    where each of their tool calls is an episode of its own."""
+    where each of their tool calls is an episode of its own. `openenv` adds OpenEnv's HTTP and
+    WebSocket API beside /mcp (`mcpgym.bridges.openenv`), under the same checks and token."""
     security = security_settings(host, allowed_hosts)
     page, page_routes = None, []
     if web:
@@ -116,9 +130,61 @@ def http_app(
     )
     app.add_exception_handler(404, _not_found(path))
     if page is not None:
-        app.state.before_shutdown = [page.hub.stop]
-    served: ASGIApp = app if stateless_agents else SessionsForPlainAgents(app)
+        before_shutdown(app, page.hub.stop)
+    gym.registry.session_idle_timeout = session_idle_timeout
+    served: ASGIApp = EndsSessions(app, gym, path)
+    served = served if stateless_agents else SessionsForPlainAgents(served)
+    if openenv:
+        from mcpgym.bridges.openenv._serve import OpenEnvDoor, require_websockets
+
+        require_websockets()
+        served = OpenEnvDoor(served, gym, security, max_body_bytes)
     return BearerAuth(served, token, public=is_public if page else None) if token else served
+
+
+BEFORE_SHUTDOWN = "mcpgym.before_shutdown"
+"""Lifespan-state key: what `UvicornServer` calls when a shutdown begins."""
+
+
+def before_shutdown(app: Starlette, hook: Callable[[], None]) -> None:
+    """Have `hook` called as soon as the server starts shutting down, before uvicorn waits for
+    open connections. Kept in the ASGI lifespan's state, which uvicorn holds and every
+    middleware passes through, so it is found however the app is wrapped."""
+    entered = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, Any]]:
+        async with entered(app) as state:
+            hooks = [*(state or {}).get(BEFORE_SHUTDOWN, ()), hook]
+            yield {**(state or {}), BEFORE_SHUTDOWN: hooks}
+
+    app.router.lifespan_context = lifespan
+
+
+class EndsSessions:
+    """Close what an HTTP session held once its client has deleted it (a `DELETE` the SDK
+    accepted: one for an unknown session, or from another credential, is refused there)."""
+
+    def __init__(self, app: ASGIApp, gym: GymServer, path: str) -> None:
+        self.app, self.gym, self.path = app, gym, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "DELETE" or scope["path"].rstrip("/") != self.path:
+            await self.app(scope, receive, send)
+            return
+        session = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-session-id"), None)
+        accepted = False
+
+        async def watch(message: Message) -> None:
+            nonlocal accepted
+            if message["type"] == "http.response.start":
+                accepted = 200 <= message["status"] < 300
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        if accepted and session is not None:
+            with anyio.CancelScope(shield=True):
+                await self.gym.end_session(session)
 
 
 def security_settings(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
@@ -261,7 +327,7 @@ class UvicornServer(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # Long-lived streams (the web page's live updates) end first: uvicorn would otherwise
         # wait out its graceful-shutdown timeout on them.
-        for hook in getattr(getattr(self.config.app, "state", None), "before_shutdown", ()):
+        for hook in getattr(self.lifespan, "state", {}).get(BEFORE_SHUTDOWN, ()):
             hook()
         await super().shutdown(sockets)
 

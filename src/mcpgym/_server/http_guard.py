@@ -12,7 +12,9 @@ sockets exhausted the open-file limit and starved every authorised client. Here:
   so sockets alone cannot exhaust it); past that a new connection evicts the oldest one still
   waiting for its head, so a client that speaks promptly always gets in, and is refused only
   when every open connection is busy with a real request;
-- an accept that fails for lack of file descriptors is logged once, not once per attempt.
+- an accept that fails for lack of file descriptors is logged once, not once per attempt;
+- a connection upgraded to a WebSocket (uvicorn hands the transport to its WebSocket protocol)
+  stays counted until it closes, and its head timer stops: the handshake was a complete head.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class GuardedProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._seen_cycle: object = None
+        self._upgraded = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A cast, not an isinstance check: uvloop's transports (Ray runs actors on uvloop) have
@@ -80,9 +83,15 @@ class GuardedProtocol(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        if self._upgraded:
+            self.inner.data_received(data)
+            return
         if self._timer is None and self._idle():
             self._arm()  # the first byte of the next request on a kept-alive connection
         self.inner.data_received(data)
+        if self.transport is not None and self.transport.get_protocol() is not self:
+            self._upgrade()
+            return
         cycle = getattr(self.inner, "cycle", None)
         if self._timer is not None and cycle is not None and cycle is not self._seen_cycle:
             self._seen_cycle = cycle  # a new request's head is complete: the app has it now
@@ -105,6 +114,15 @@ class GuardedProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.inner.resume_writing()
+
+    def _upgrade(self) -> None:
+        """The HTTP protocol handed the transport to a WebSocket protocol: guard that one instead,
+        so its end still frees this connection's place (uvicorn would call it, not us)."""
+        assert self.transport is not None
+        self.inner = self.transport.get_protocol()
+        self.transport.set_protocol(self)
+        self._upgraded = True
+        self._disarm()
 
     def drop(self) -> None:
         """Close a connection that did not finish its request head in time (or is evicted)."""

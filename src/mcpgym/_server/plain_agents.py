@@ -38,7 +38,6 @@ class SessionsForPlainAgents:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.state = getattr(app, "state", None)  # what UvicornServer.shutdown looks for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not _modern_post(scope):

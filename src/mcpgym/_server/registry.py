@@ -31,10 +31,18 @@ _TRIM_AFTER = 64
 """Hand memory back to the OS when a burst of at least this many episodes has fully closed."""
 
 
-def release_memory() -> None:
+async def release_memory() -> None:
     """Collect cycles and return freed heap to the OS (glibc `malloc_trim`), so a server's RSS
-    falls back after a burst of episodes instead of staying at its peak."""
+    falls back after a burst of episodes instead of staying at its peak.
+
+    The collection runs here, on the event loop: it holds the GIL throughout, so a worker
+    thread would not take it off the loop, only make its pause land at a random point. The
+    trim is a C call made through ctypes, which releases the GIL: that one goes to a thread."""
     gc.collect()
+    await anyio.to_thread.run_sync(_trim_heap)
+
+
+def _trim_heap() -> None:
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
@@ -62,6 +70,9 @@ class EpisodeRegistry:
         self._high_water = 0
         self.on_close: Callable[[Episode], None] | None = None
         """Told of every episode once it closed (the curriculum counts its outcome)."""
+        self.session_idle_timeout: float | None = None
+        """How long the HTTP transport keeps an idle session (set by the HTTP app): an implicit
+        episode bound to a session idle that long can no longer be reached, so it expires."""
         self.hosts: list[Host] = []
         """The hosts serving this registry (one per entered server lifespan); an episode uses its
         caller's (a connection's lifespan ends with that connection), else the latest."""
@@ -127,11 +138,13 @@ class EpisodeRegistry:
         seed: int | None = None,
         options: dict[str, Any] | None = None,
         host: Host | None = None,
+        *,
+        owner: str | None = None,
         task_id: str | None = None,
     ) -> Episode:
         """An episode for a client that never called reset (a plain MCP agent), optionally
-        started on a given task."""
-        episode = self._admit(new_episode_id(), implicit=True, host=host)
+        started on a given task; `owner`: the HTTP session it lives and ends with."""
+        episode = self._admit(new_episode_id(), implicit=True, owner=owner, host=host)
         episode.task_id = task_id
         try:
             await episode.start(seed, options)
@@ -162,19 +175,24 @@ class EpisodeRegistry:
         """Close every explicit episode idle for longer than `idle_timeout`; returns how many.
 
         Implicit episodes (agents that never reset) live as long as their connection or stdio
-        process instead: expiring one would silently hand the agent a fresh episode."""
-        if self.idle_timeout is None:
-            return 0
-        cutoff = (time.monotonic() if now is None else now) - self.idle_timeout
+        process instead: expiring one would silently hand the agent a fresh episode. One bound
+        to an HTTP session goes once idle for `session_idle_timeout`, as its session has then."""
+        clock = time.monotonic() if now is None else now
         expired = 0
         for episode in list(self._episodes.values()):
+            limit = self._idle_limit(episode)
             # Checked at the moment of closing: an earlier close may have let this one get busy.
-            if episode.implicit or episode.busy or episode.last_active >= cutoff:
+            if limit is None or episode.busy or episode.last_active >= clock - limit:
                 continue
-            logger.info("episode %s expired after %.0fs idle", episode.id, self.idle_timeout)
+            logger.info("episode %s expired after %.0fs idle", episode.id, limit)
             await self._retire(episode)
             expired += 1
         return expired
+
+    def _idle_limit(self, episode: Episode) -> float | None:
+        if not episode.implicit:
+            return self.idle_timeout
+        return self.session_idle_timeout if episode.owner is not None else None
 
     async def _retire(self, episode: Episode) -> None:
         if self._episodes.get(episode.id) is episode:
@@ -182,13 +200,14 @@ class EpisodeRegistry:
         await self._close_one(episode)
         if not self._episodes and self._high_water >= _TRIM_AFTER:
             self._high_water = 0
-            await anyio.to_thread.run_sync(release_memory)  # a full collection: off the event loop
+            await release_memory()
 
     async def run_expiry(self) -> None:
         """Expire idle episodes until cancelled (run inside the server's task group)."""
-        if self.idle_timeout is None:
+        limits = [t for t in (self.idle_timeout, self.session_idle_timeout) if t is not None]
+        if not limits:
             return
-        period = max(0.05, min(self.idle_timeout / 4, 30.0))
+        period = max(0.05, min(min(limits) / 4, 30.0))
         while True:
             await anyio.sleep(period)
             await self.expire_idle()

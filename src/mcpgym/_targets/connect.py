@@ -1,4 +1,4 @@
-"""`connect(target)`: one entry point, three doors, chosen from the target's form.
+"""`connect(target)`: one entry point; the door is chosen from the target's form.
 
 Layer: client facade. Parses with `_target` (the one target grammar) and opens the door the
 form names; nothing imports it but `__init__`, `_sync` and the CLI.
@@ -7,8 +7,9 @@ form names; nothing imports it but `__init__`, `_sync` and the CLI.
 from __future__ import annotations
 
 from mcpgym._client.api import AsyncEnv
-from mcpgym._client.inprocess import InProcessEnv
-from mcpgym._client.mcp_door import MCPEnv
+from mcpgym._client.http_door import HTTPDoor
+from mcpgym._client.inprocess import InProcessDoor
+from mcpgym._client.mcp_door import ClientDoor
 from mcpgym._targets.spec import is_spec, open_spec
 from mcpgym._targets.target import SupportsConnect, Target, TargetError, command, load_environment, parse
 
@@ -47,7 +48,9 @@ def connect(
     Any MCP server works, not only mcpgym ones: without the Gym control plane `reset()` starts
     nothing on the server and steps carry no reward, but every tool is still an action.
 
-    `mode`, `read_timeout` and `headers` apply to the MCP doors (`mode` as in `mcp.Client`).
+    `mode` and `read_timeout` apply to the MCP doors (`mode` as in `mcp.Client`), `headers` to
+    HTTP (a `ValueError` for any other target: there is nowhere to send them). Every `connect(url)`
+    of a process shares one lean connection to the server (rfcs/0019-doors.md).
     """
     if is_spec(target):  # an mcpgym.yaml run spec: what it names, with its token as a header
         target, headers = open_spec(target, headers)
@@ -55,10 +58,12 @@ def connect(
     if parsed.form == "connectable":
         opener: SupportsConnect = parsed.value
         return opener.__mcpgym_connect__(mode=mode, read_timeout=read_timeout, headers=headers)
-    if parsed.form == "environment":
-        return InProcessEnv(parsed.value)
     if parsed.form == "url":
-        return MCPEnv(parsed.value, mode=mode, read_timeout=read_timeout, headers=headers)
+        return AsyncEnv(HTTPDoor(parsed.value, mode=mode, read_timeout=read_timeout, headers=headers))
+    if headers:
+        raise ValueError(f"headers go with an HTTP URL; {target!r} is a {parsed.form} target, which has no HTTP")
+    if parsed.form == "environment":
+        return AsyncEnv(InProcessDoor(parsed.value))
     if parsed.form in ("command", "server"):
-        return MCPEnv(parsed.value, mode=mode, read_timeout=read_timeout)
+        return AsyncEnv(ClientDoor(parsed.value, mode=mode, read_timeout=read_timeout))
     raise TargetError(f"Cannot connect to {target!r}.")  # pragma: no cover - parse() knows every form

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp.client.session import ClientSession
+
 from mcpgym._client.api import AsyncEnv
-from mcpgym._client.mcp_door import MCPEnv
 from mcpgym._core.tasks import TaskStatsParams, TaskStatsRequest, TaskStatsResult
 from mcpgym._targets.connect import Target, connect
 
@@ -27,9 +28,26 @@ async def task_stats(target: Target | AsyncEnv, **connect_options: Any) -> TaskS
 
 
 async def _stats(env: AsyncEnv) -> TaskStatsResult:
-    if not isinstance(env, MCPEnv):
+    session = _session(env.door)
+    if session is None:
         raise TypeError(
-            f"task_stats: the curriculum runs in a server, and {type(env).__name__} has none: "
+            f"task_stats: the curriculum runs in a server, and {env.door.describe()[1]} is not one: "
             "serve the environment (mcpgym serve ... --http) and connect to it"
         )
-    return await env.client.session.send_request(TaskStatsRequest(params=TaskStatsParams()), TaskStatsResult)
+    result: TaskStatsResult = await session.send_request(TaskStatsRequest(params=TaskStatsParams()), TaskStatsResult)
+    return result
+
+
+def _session(door: object) -> ClientSession | None:
+    """The MCP session a door sends on (a door forwarding to another: the one it forwards to)."""
+    try:
+        for _ in range(8):  # doors nest a level or two (HTTP -> session); never a cycle
+            session = getattr(door, "session", None)
+            if isinstance(session, ClientSession):
+                return session
+            door = getattr(door, "inner", None)
+            if door is None:
+                return None
+    except RuntimeError:  # a door that is not connected
+        return None
+    return None

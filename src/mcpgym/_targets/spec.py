@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES
-from mcpgym._targets.target import FILE_FORMATS, ParsedTarget, TargetError, parse
+from mcpgym._targets.target import FILE_FORMATS, SCHEMES, ParsedTarget, TargetError, parse, scheme_target
 
 SUFFIXES = (".yaml", ".yml")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -119,8 +119,10 @@ class RunSpec(_Section):
     @classmethod
     def _args_need_a_class(cls, args: JSONObject, info: pydantic.ValidationInfo) -> JSONObject:
         environment = info.data.get("environment")
-        if args and isinstance(environment, str) and not _IMPORT_PATH.match(environment):
-            raise ValueError("constructor arguments need an environment class: set environment: MODULE:CLASS")
+        if args and isinstance(environment, str) and not (_IMPORT_PATH.match(environment) or _bridged(environment)):
+            raise ValueError(
+                "constructor arguments need an environment class: set environment: MODULE:CLASS (or SCHEME:ID)"
+            )
         return args
 
 
@@ -211,12 +213,21 @@ def _suggestion(loc: list[Any]) -> str:
 
 def spec_target(spec: RunSpec) -> Any:
     """What `mcpgym.connect` should open for `spec`: a class (or partial with `args`), URL or command."""
+    if _bridged(spec.environment):  # `gym:ID` and the like: the bridge takes `args` (rfcs/0017-bridges.md)
+        bridged = scheme_target(spec.environment, spec.args)
+        assert bridged is not None
+        return bridged.value
     if _IMPORT_PATH.match(spec.environment):
         from mcpgym._targets.target import load_environment
 
         cls = load_environment(spec.environment)
         return functools.partial(cls, **spec.args) if spec.args else cls
     return spec.environment
+
+
+def _bridged(environment: str) -> bool:
+    scheme, colon, _ = environment.partition(":")
+    return bool(colon) and scheme in SCHEMES
 
 
 def connect_options(spec: RunSpec) -> dict[str, Any]:

@@ -11,6 +11,7 @@ The forms, tried in this order:
     GymServer, mcp Server, MCPServer, StdioServerParameters                  -> "server"
     ["argv", ...] (a list or tuple of str)                                   -> "command"
     "http://..." / "https://..."                                             -> "url"
+    "SCHEME:REST" for a scheme in SCHEMES, e.g. "gym:FrozenLake-v1"          -> a bridge's form
     "path/to/file.py[:Class]"   a file, by its suffix (FILE_FORMATS)         -> "environment"
     "package.module:Class"                                                   -> "environment"
     "blackjack"                 a registered short name (`names.py`)         -> "environment"
@@ -58,6 +59,8 @@ FORMS = """\
   package.module                its one Environment subclass (or its __mcpgym_environment__)   (in-process)
   path/to/file.py[:Class]       an Environment class defined in a file   (in-process)
   http(s)://host:port/mcp       a server over streamable HTTP
+  gym:ID[?k=v&...]              a Gymnasium environment, textarena:ID a TextArena game   (in-process)
+  openenv:URL | openenv:module:Class   an OpenEnv server or environment class (mcpgym.bridges.openenv)
   "python -m mcpgym.servers.echo"      a command to launch, spoken to over stdio (a list of str too)
   path/to/mcpgym.yaml           a run spec naming any of these (and how to serve it)
   a GymServer / mcp Server / MCPServer / StdioServerParameters, or an object with __mcpgym_connect__"""
@@ -149,6 +152,9 @@ def parse_text(text: str) -> ParsedTarget:
         raise TargetError("The target is empty.")
     if stripped.startswith(("http://", "https://")):
         return ParsedTarget("url", stripped)
+    bridged = scheme_target(stripped)
+    if bridged is not None:
+        return bridged
     file_form = _file_form(stripped)
     if file_form is not None:
         return file_form
@@ -165,6 +171,28 @@ def parse_text(text: str) -> ParsedTarget:
     if "/" in stripped or shutil.which(stripped):
         return _command([stripped])
     raise TargetError(f"{text!r} is not a target.")
+
+
+SCHEMES: dict[str, str] = {
+    "gym": "mcpgym.bridges.gymnasium:target",
+    "textarena": "mcpgym.bridges.textarena:target",
+    "openenv": "mcpgym.bridges.openenv:target",
+}
+"""`SCHEME:REST` targets a bridge serves (rfcs/0017-bridges.md): scheme -> "module:function",
+imported only when such a target is named (a bridge's framework is an optional extra), and
+called as `function(rest, args) -> ParsedTarget` with `args` a run spec's `args` ({} otherwise)."""
+
+_SCHEME = re.compile(r"^([a-z][a-z0-9_-]*):(.*)$", re.DOTALL)
+
+
+def scheme_target(text: str, args: dict[str, Any] | None = None) -> ParsedTarget | None:
+    """The bridge target `text` names (`gym:FrozenLake-v1`), or None when its prefix is no scheme."""
+    match = _SCHEME.match(text)
+    if match is None or match.group(1) not in SCHEMES:
+        return None
+    module_name, _, function = SCHEMES[match.group(1)].partition(":")
+    resolve = getattr(importlib.import_module(module_name), function)
+    return resolve(match.group(2), dict(args or {}))  # type: ignore[no-any-return]
 
 
 def environment(target: Target) -> type[Environment] | functools.partial[Any] | Environment:

@@ -1,7 +1,8 @@
 """One running instance of a wrapped MCP server (a process per episode), and a warm pool of them.
 
 Layer: below the wrapped environment, above the SDK client. An instance is an async context
-manager: a fresh workspace directory, the server started in it under the sandbox, an
+manager: a fresh workspace directory (a tmpfs of its own, a uid and a memory cgroup of its own
+on root hosts), the task's set-up done in it, the server started in it under the sandbox, an
 initialized `mcp.Client`; leaving it stops the process tree and removes the workspace. Both an
 episode and the pool hold instances through a `Host` (they outlive the request that starts them).
 """
@@ -10,26 +11,39 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
-import shutil
+import stat
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
+from mcp.client.stdio import get_default_environment
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._episode.host import Host, Release
+from mcpgym._isolation import cgroups, uids
+from mcpgym._isolation.tmpfs import mount_tmpfs
+from mcpgym._isolation.tree import remove_tree
 from mcpgym._wrap._sandbox import Sandbox
+from mcpgym._wrap._stdio import MESSAGE_LIMIT, BoundedStdio
+from mcpgym._wrap._tasks import TaskSpec
 
 logger = logging.getLogger("mcpgym.wrap")
 
 WORKSPACE = "{workspace}"
-"""The placeholder that a wrapped command's arguments may hold: the episode's workspace path."""
+"""The placeholder that a wrapped command's arguments (and `Sandbox.env` values) may hold: the
+episode's workspace path."""
+INSTANCE = "{instance}"
+"""The placeholder for a name unique to the instance (its workspace's name)."""
+_FETCHERS = {"npx", "uvx", "pipx", "bunx", "pnpx"}
+"""Programs that fetch the server at run time: without network they fail (said plainly)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,18 @@ class Instance:
     client: Client
     workspace: Path
     command: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Box:
+    """What one instance holds of the host: its workspace, its uid (root hosts), its memory cgroup."""
+
+    workspace: Path
+    uid: int | None
+    group: cgroups.Group | None
+
+    def join(self, argv: list[str]) -> list[str]:
+        return argv if self.group is None else self.group.join_argv(argv)
 
 
 @dataclass(frozen=True)
@@ -49,28 +75,107 @@ class Launcher:
     """The directory under which each instance gets its own workspace."""
     start_timeout: float = 30.0
     call_timeout: float = 60.0
+    message_bytes: int = MESSAGE_LIMIT
+    """Largest message taken from the server (a larger answer becomes an `isError` result)."""
+    tool_pages: int = 100
+    """Pages of `tools/list` read at start-up (a server that paginates forever fails to wrap)."""
 
     @contextlib.asynccontextmanager
-    async def start(self, *, network: bool = False) -> AsyncIterator[Instance]:
-        workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.base))
-        try:
-            argv = [arg.replace(WORKSPACE, str(workspace)) for arg in self.argv]
-            cmd = self.sandbox.command(argv, workspace, network=network)
-            params = StdioServerParameters(command=cmd[0], args=cmd[1:], cwd=str(workspace))
-            async with contextlib.AsyncExitStack() as stack:
-                try:
-                    # The SDK's read timeout bounds the initialize handshake: a server that never
-                    # answers fails its episode's reset instead of hanging it. (Each tool call
-                    # passes its own timeout.)
-                    client = await stack.enter_async_context(Client(params, read_timeout_seconds=self.start_timeout))
-                except Exception as exc:
-                    raise WrappedServerError(self._why_not_started(exc)) from exc
-                yield Instance(client, workspace, tuple(argv))
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_remove, workspace)
+    async def start(self, *, network: bool = False, task: TaskSpec | None = None) -> AsyncIterator[Instance]:
+        """A running instance; with `task`, its files and set-up commands are in place first (a
+        server may check its workspace as it starts)."""
+        network = network or self.sandbox.network
+        async with contextlib.AsyncExitStack() as stack:
+            box = await stack.enter_async_context(self._box())
+            values = {WORKSPACE: str(box.workspace), INSTANCE: box.workspace.name}
+            argv = [_fill(arg, values) for arg in self.argv]
+            env = self._environment(values, network)
+            if task is not None:
+                await self._set_up(task, box, env, network)
+            cmd = box.join(self.sandbox.command(argv, box.workspace, network=network, uid=box.uid))
+            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes)
+            try:
+                # The SDK's read timeout bounds the initialize handshake: a server that never
+                # answers fails its episode's reset instead of hanging it. (Each tool call
+                # passes its own timeout.)
+                client = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.start_timeout))
+            except Exception as exc:
+                raise WrappedServerError(self._why_not_started(exc, network)) from exc
+            yield Instance(client, box.workspace, tuple(argv))
 
-    def _why_not_started(self, exc: BaseException) -> str:
+    def _environment(self, values: dict[str, str], network: bool) -> dict[str, str]:
+        env = get_default_environment()
+        if not network:
+            # npm (npx) then fails at once when the package is not installed, instead of
+            # retrying a registry it cannot reach for a minute.
+            env["npm_config_offline"] = "true"
+        env["NO_UPDATE_NOTIFIER"] = "1"
+        env.update({key: _fill(value, values) for key, value in self.sandbox.env.items()})
+        return env
+
+    @contextlib.asynccontextmanager
+    async def _box(self) -> AsyncIterator[_Box]:
+        uid = uids.claim() if self.sandbox.own_uid else None
+        try:
+            workspace = await anyio.to_thread.run_sync(self._workspace, uid)
+            try:
+                hierarchy = self.sandbox.cgroups
+                group = None
+                if isinstance(hierarchy, cgroups.Hierarchy) and self.sandbox.memory_bytes is not None:
+                    group = cgroups.Group(hierarchy, self.sandbox.memory_bytes)
+                try:
+                    yield _Box(workspace, uid, group)
+                finally:
+                    if group is not None:
+                        with anyio.CancelScope(shield=True):
+                            await anyio.to_thread.run_sync(group.remove)  # whatever still runs in it
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(remove_tree, workspace)
+        finally:
+            if uid is not None:
+                uids.release(uid)  # nothing of it runs any more: the group was emptied, the sandbox is gone
+
+    def _workspace(self, uid: int | None) -> Path:
+        """A new workspace: a tmpfs of its own (root hosts), owned by the instance's uid. 0711:
+        bubblewrap, root without CAP_DAC_OVERRIDE, must enter it for the server."""
+        workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.base))
+        owner = os.geteuid() if uid is None else uid
+        try:
+            if self.sandbox.quota:
+                quota = (self.sandbox.workspace_bytes, self.sandbox.workspace_files)
+                mount_tmpfs(workspace, quota, f"mode=0711,uid={owner},gid={owner}")
+            elif uid is not None:
+                os.chown(workspace, uid, uid)
+                workspace.chmod(0o711)
+        except OSError:
+            workspace.rmdir()
+            raise
+        return workspace
+
+    async def _set_up(self, task: TaskSpec, box: _Box, env: dict[str, str], network: bool) -> None:
+        """The task's files, then its set-up commands, each run under the sandbox (as the server
+        will be: same uid, cgroup, network and view) with the start timeout."""
+        await anyio.to_thread.run_sync(place_files, box.workspace, task.files, box.uid)
+        for line in task.setup:
+            argv = ["/bin/sh", "-c", line]
+            cmd = self.sandbox.command(argv, box.workspace, network=network, uid=box.uid, programs=self.argv)
+            try:
+                with anyio.fail_after(self.start_timeout):
+                    done = await anyio.run_process(
+                        box.join(cmd), env=env, cwd=box.workspace, check=False, stdin=subprocess.DEVNULL
+                    )
+            except TimeoutError:
+                raise WrappedServerError(
+                    f"task {task.id!r}: the set-up command {line!r} did not finish within {self.start_timeout:g}s"
+                ) from None
+            if done.returncode != 0:
+                said = (done.stderr or done.stdout).decode(errors="replace").strip()[-500:]
+                raise WrappedServerError(
+                    f"task {task.id!r}: the set-up command {line!r} failed (exit status {done.returncode}): {said}"
+                )
+
+    def _why_not_started(self, exc: BaseException, network: bool = False) -> str:
         leaf = _leaf(exc)
         code = getattr(leaf, "code", None)
         if code == REQUEST_TIMEOUT:
@@ -79,7 +184,26 @@ class Launcher:
             why = "exited before it answered initialize (its stderr says why)"
         else:
             why = f"could not be started: {type(leaf).__name__}: {leaf}"
+        hidden = self.sandbox.unreadable(self.argv)
+        if hidden:
+            why += (
+                f"; it runs as an unprivileged uid of its own, which cannot read {', '.join(hidden)} "
+                "(make it readable by others, e.g. chmod o+rX, as installed packages are)"
+            )
+        program = Path(self.argv[0]).name if self.argv else ""
+        if program in _FETCHERS and not network and self.sandbox.mode == "bwrap":
+            why += (
+                f". {program} fetches the server at run time, and the sandbox has no network: install it "
+                "first (npm install PACKAGE, then run node_modules/.bin/NAME; or a virtualenv's bin/NAME) "
+                'or allow the network (mcpgym wrap --network, or "network": true in a task)'
+            )
         return f"the wrapped server {shlex.join(self.argv)} {why}"
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 class WrappedServerError(RuntimeError):
@@ -93,8 +217,42 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)  # what the sandboxed server left: nothing to keep
+def place_files(workspace: Path, files: dict[str, str], uid: int | None = None) -> None:
+    """Write the task's files into the workspace (owned by `uid`, the server's), never through a
+    link or into a FIFO: a set-up command or an instance may have run there (untrusted), and a
+    link it made would otherwise turn our write into one anywhere on the host."""
+    for path, text in files.items():
+        parts = PurePosixPath(path).parts
+        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                fd, parent = _open_at(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, path), fd
+                os.close(parent)
+                if uid is not None:
+                    os.fchown(fd, uid, uid)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd, parent = _open_at(fd, parts[-1], flags, path, mode=0o644), fd
+            os.close(parent)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RuntimeError(f"cannot place the task's file {path}: the workspace has something else there")
+            if uid is not None:
+                os.fchown(fd, uid, uid)
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+
+
+def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
+    try:
+        return os.open(name, flags, mode, dir_fd=fd)
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot place the task's file {path}: {name} in the workspace is a link or not usable ({exc.strerror})"
+        ) from None
 
 
 class WarmPool:

@@ -15,17 +15,15 @@ import atexit
 import contextlib
 import functools
 import logging
-import os
 import shlex
 import shutil
-import stat
 import sys
 import tempfile
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import anyio
@@ -107,7 +105,6 @@ class WrappedEnvironment(Environment):
         config = self.config
         self.task = self._pick(options)
         self.instance = await self.hold(await self._instance())
-        await anyio.to_thread.run_sync(_place_files, self.instance.workspace, self.task.files)
         self.context = WrapContext(
             self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
         )
@@ -133,10 +130,12 @@ class WrappedEnvironment(Environment):
 
     async def _instance(self) -> AbstractAsyncContextManager[Instance]:
         network = self.task.network
-        pool = await self._warm_pool()
+        # A pooled instance started before its task was known: a task with set-up (files or
+        # commands, in place before its server starts) starts its own.
+        pool = None if self.task.files or self.task.setup else await self._warm_pool()
         if pool is not None:
             return pooled(pool, network=network)
-        return self.config.launcher.start(network=network)
+        return self.config.launcher.start(network=network, task=self.task)
 
     async def _warm_pool(self) -> WarmPool | None:
         """This host's warm pool for this class, started by the first reset that wants one (it
@@ -249,43 +248,24 @@ class _Refused(ToolError):
     """The wrapped server answered a call with an error (the episode goes on)."""
 
 
+_BASES: list[Path] = []
+"""Every wrapped class's base folder, removed (if empty) by one exit hook for them all."""
+
+
+def _remove_at_exit(base: Path) -> None:
+    if not _BASES:
+        atexit.register(_remove_bases)
+    _BASES.append(base)
+
+
+def _remove_bases() -> None:
+    for base in _BASES:
+        _remove_empty(base)
+
+
 def _remove_empty(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty: an instance outlived the process (killed), keep it
         path.rmdir()
-
-
-def _place_files(workspace: Path, files: dict[str, str]) -> None:
-    """Write the task's files into the workspace, never through a link or into a FIFO: the
-    wrapped server already runs there (untrusted), and a link it made would otherwise turn our
-    write into one anywhere on the host."""
-    for path, text in files.items():
-        parts = PurePosixPath(path).parts
-        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            for part in parts[:-1]:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                fd, parent = _open_at(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, path), fd
-                os.close(parent)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd, parent = _open_at(fd, parts[-1], flags, path, mode=0o644), fd
-            os.close(parent)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RuntimeError(f"cannot place the task's file {path}: the workspace has something else there")
-            data = text.encode("utf-8")
-            while data:
-                data = data[os.write(fd, data) :]
-        finally:
-            os.close(fd)
-
-
-def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> int:
-    try:
-        return os.open(name, flags, mode, dir_fd=fd)
-    except OSError as exc:
-        raise RuntimeError(
-            f"cannot place the task's file {path}: {name} in the workspace is a link or not usable ({exc.strerror})"
-        ) from None
 
 
 _RESERVED_META = ("io.modelcontextprotocol/", "io.mcpgym/")
@@ -347,9 +327,9 @@ def wrap(
     task_list = tuple(load_tasks(tasks) if isinstance(tasks, str | Path) else (tasks or (_NO_TASK,)))
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
-    atexit.register(_remove_empty, base)  # each workspace goes with its instance; then their parent
+    _remove_at_exit(base)  # each workspace goes with its instance; then their parent
     launcher = Launcher(argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout)
-    listed = _list_tools(launcher)
+    listed = _list_tools(launcher, task_list[0])
     upstream, exposed = _select(listed, tools)
     if finish_tool is not None:
         if finish_tool in upstream:
@@ -435,14 +415,21 @@ def _class_name(argv: Sequence[str]) -> str:
     return "Wrapped" + "".join(w[:1].upper() + w[1:] for w in parts)[:48]
 
 
-def _list_tools(launcher: Launcher) -> list[types.Tool]:
-    """Start the server once, read its `tools/list` (every page), stop it: the class's tool table
+def _list_tools(launcher: Launcher, task: TaskSpec) -> list[types.Tool]:
+    """Start the server once (with `task`'s set-up: a server may need it to start), read its
+    `tools/list` (every page, up to the launcher's bound), stop it: the class's tool table
     is fixed when the class is made, as for any environment. Runs on a loop of its own in a
     worker thread, so wrap() works with or without an event loop running."""
 
     async def probe() -> list[types.Tool]:
-        async with launcher.start() as instance:
-            return await _all_tools(instance.client)
+        async with launcher.start(task=task, network=task.network) as instance:
+            tools = await _all_tools(instance.client, launcher.tool_pages)
+        if tools is None:  # said outside the instance's task groups, which would wrap it
+            raise WrappedServerError(
+                f"the wrapped server {shlex.join(launcher.argv)}: its tools/list went on past "
+                f"{launcher.tool_pages} pages (a server that paginates forever)"
+            )
+        return tools
 
     outcome: list[list[types.Tool] | BaseException] = []
 
@@ -463,12 +450,13 @@ def _list_tools(launcher: Launcher) -> list[types.Tool]:
     return outcome[0]
 
 
-async def _all_tools(client: Client) -> list[types.Tool]:
+async def _all_tools(client: Client, pages: int) -> list[types.Tool] | None:
     tools: list[types.Tool] = []
     cursor: str | None = None
-    while True:
+    for _ in range(pages):
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return tools
+    return None

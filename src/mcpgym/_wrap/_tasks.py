@@ -60,6 +60,10 @@ class TaskSpec(BaseModel):
     prompt: str
     files: dict[str, str] = Field(default_factory=dict)
     """Workspace files to create before the episode starts (relative path -> text)."""
+    setup: list[str] = Field(default_factory=list)
+    """Shell commands run in the workspace after the files are placed and before the server
+    starts, each under the sandbox as the server will run (e.g. `git init`); a failure fails the
+    reset, saying which command and what it printed."""
     verify: Verify = Field(default_factory=Verify)
     partial: bool = False
     """Score the fraction of checks passed instead of all-or-nothing."""

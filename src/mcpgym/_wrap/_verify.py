@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from mcpgym._wrap._tasks import FileCheck, TaskSpec
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_READ = 8 << 20
 """Largest file a check reads (bytes); a larger one fails its checks, it is never truncated."""
 
@@ -57,7 +58,9 @@ def verify(task: TaskSpec, workspace: Path) -> Score:
         try:
             listing = _listing(root)
         except OSError as exc:  # a directory the checks cannot read may hide anything
-            checks.append(Check("no other files", False, f"cannot list {exc.filename}: {exc.strerror}"))
+            checks.append(
+                Check("no other files", False, f"cannot list {exc.filename or 'a directory'}: {exc.strerror}")
+            )
         else:
             extra = [p for p in listing if not any(fnmatch.fnmatch(p, g) for g in task.verify.only)]
             detail = f"unexpected: {', '.join(extra[:5])}" if extra else ""
@@ -154,14 +157,25 @@ def _absent(root: Path, path: str) -> Check:
 
 def _listing(root: Path) -> list[str]:
     """Every file under `root` (links included, never followed); raises OSError when a
-    directory cannot be read rather than leave out what it holds."""
+    directory cannot be read rather than leave out what it holds. Iterative, one directory
+    descriptor at a time: the wrapped server can nest directories deeper than Python's
+    recursion limit and than PATH_MAX (`os.walk` recurses on 3.11 and joins whole paths)."""
     found: list[str] = []
-
-    def fail(exc: OSError) -> None:
-        raise exc
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=fail):  # os.walk never follows symlinked dirs
-        rel = Path(dirpath).relative_to(root)
-        found.extend(str(rel / name) if rel.parts else name for name in filenames)
-        found.extend(str(rel / name) for name in dirnames if (Path(dirpath) / name).is_symlink())
+    stack = [(os.open(root, _DIR_FLAGS), "")]
+    try:
+        while stack:
+            fd, prefix = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        name = prefix + entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=fd), name + "/"))
+                        else:
+                            found.append(name)  # a file, or a link (to a directory too): never followed
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
     return sorted(found)

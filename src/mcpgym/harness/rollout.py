@@ -328,7 +328,7 @@ async def rollout(
         if progress:
             bar = stack.enter_context(Progress(episodes))
             run.sinks.append(bar.update)
-        async with _shared(run.target, episode_timeout) as run.target, anyio.create_task_group() as tg:
+        async with _shared(run.target, episode_timeout, headers) as run.target, anyio.create_task_group() as tg:
             for _ in range(max(1, min(concurrency, episodes))):
                 tg.start_soon(run.worker, receive.clone())
         receive.close()
@@ -336,7 +336,9 @@ async def rollout(
 
 
 @contextlib.asynccontextmanager
-async def _shared(target: mcpgym.Target, connect_within: float | None = None) -> AsyncIterator[mcpgym.Target]:
+async def _shared(
+    target: mcpgym.Target, connect_within: float | None = None, headers: dict[str, str] | None = None
+) -> AsyncIterator[mcpgym.Target]:
     """An HTTP server's episodes share one client (one connection pool, rfcs/0014). If it cannot
     be reached within `connect_within` seconds, or at all, each episode connects (and fails, recorded) on its
     own as before."""
@@ -349,7 +351,7 @@ async def _shared(target: mcpgym.Target, connect_within: float | None = None) ->
         async with contextlib.AsyncExitStack() as stack:
             shared: mcpgym.Target = target
             try:
-                shared = await stack.enter_async_context(mcpgym.SharedClient(target))
+                shared = await stack.enter_async_context(mcpgym.SharedClient(target, headers=headers))
             except mcpgym.MCPError as exc:
                 log.warning("harness: no shared connection to %s (%s); connecting per worker", target, _describe(exc))
             scope.deadline = math.inf

@@ -1,25 +1,28 @@
-"""`PoolEnv`: an `AsyncEnv` door that spreads episodes over a pool's replicas.
+"""`PoolDoor`: a door made of doors, spreading episodes over a pool's replicas; `PoolEnv` is
+the `AsyncEnv` over it.
 
-Layer: client door composed of doors. Each replica is reached through an ordinary `MCPEnv`
+Layer: client door composed of doors. Each replica is reached through an ordinary `HTTPDoor`
 (so the wire is exactly the single-server one: episode id in `_meta` and the `Mcpgym-Episode`
-header); this module only decides which replica a request goes to.
+header, and the replica's lean connection is the one this process shares); this module only
+decides which replica a request goes to.
 
-Why each replica connection lives in its own task: an `mcp.Client` runs its transport in a
-task group entered by whoever opened it. Opened in the caller's task, a replica dying cancels
-the caller (and, inside `anyio.fail_after`, opening it lazily would leave a cancel scope
-open across the caller's scopes). Held by a child task of this env's task group, a dead
-replica instead fails the pending request with `MCPError("Connection closed")`, which we turn
-into a clear truncation error, and the holder task ends quietly after marking the replica down.
+Why each replica's door is held by a task of its own: where a replica has no lean path, its
+door is an `mcp.Client`, which runs its transport in a task group entered by whoever opened it.
+Opened in the caller's task, a replica dying would cancel the caller (and, inside
+`anyio.fail_after`, opening it lazily would leave a cancel scope open across the caller's
+scopes). Held by a child task of this door's task group, a dead replica instead fails the
+pending request with `MCPError("Connection closed")`, which we turn into a clear truncation
+error, and the holder task ends quietly after marking the replica down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import mcp_types as types
@@ -27,13 +30,17 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp_types import CONNECTION_CLOSED
 
 from mcpgym._client.api import AsyncEnv
-from mcpgym._client.mcp_door import _TRANSPORT_ERRORS, MCPEnv
+from mcpgym._client.http_door import HTTPDoor
+from mcpgym._client.mcp_door import _TRANSPORT_ERRORS
 from mcpgym._core.errors import AT_CAPACITY, MCPError
 from mcpgym._core.protocol import ResetResult
 from mcpgym._core.types import EpisodeState, ToolStep
+from mcpgym._episode.catalog import Task
+from mcpgym._episode.episode import unknown_episode
 from mcpgym.pool._replicas import Pool, Replica
 
 log = logging.getLogger("mcpgym.pool")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,7 @@ class _Link:
     """An open connection to one replica, held by its own task until `stop` is set."""
 
     replica: Replica
-    env: MCPEnv
+    door: HTTPDoor
     stop: anyio.Event
 
 
@@ -58,13 +65,39 @@ class _ReplicaLost(Exception):
 
 
 class PoolEnv(AsyncEnv):
-    """One client of a `Pool`: one episode at a time, like any `AsyncEnv`.
+    """One client of a `Pool`: one episode at a time, like any `AsyncEnv` (it is one, over a
+    `PoolDoor`).
 
     `reset()` reserves a slot on the live replica with the fewest episodes and starts the
     episode there; `step` / `call_tool` / `state` / `close_episode` go straight to that
     replica (`handle` says which). When the replica dies the episode is truncated: the call
     raises `MCPError` saying so, and the next `reset()` lands on a live replica.
     """
+
+    door: PoolDoor
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        mode: str | None = None,
+        read_timeout: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(PoolDoor(pool, mode=mode, read_timeout=read_timeout, headers=headers))
+
+    @property
+    def pool(self) -> Pool:
+        return self.door.pool
+
+    @property
+    def handle(self) -> EpisodeHandle | None:
+        """The current episode's id and replica URL (None before the first reset)."""
+        return self.door.handle(self.episode_id)
+
+
+class PoolDoor:
+    """The door primitives over a pool: each episode on the replica that holds it."""
 
     def __init__(
         self,
@@ -86,15 +119,17 @@ class PoolEnv(AsyncEnv):
         self._probes: TaskGroup | None = None  # the pool's re-probes of down replicas, for our resets
         self._stack: AsyncExitStack | None = None
 
-    @property
-    def handle(self) -> EpisodeHandle | None:
-        """The current episode's id and replica URL (None before the first reset)."""
-        replica = self._held.get(self.episode_id or "")
-        return None if replica is None or self.episode_id is None else EpisodeHandle(self.episode_id, replica.url)
+    def handle(self, episode_id: str | None) -> EpisodeHandle | None:
+        """Where `episode_id` lives (None when this door holds no such episode)."""
+        replica = self._held.get(episode_id or "")
+        return None if replica is None or episode_id is None else EpisodeHandle(episode_id, replica.url)
+
+    def describe(self) -> tuple[str, str]:
+        return "pool", ", ".join(r.url for r in self.pool.replicas)
 
     # -- connection lifecycle ------------------------------------------------------------------
 
-    async def _connect(self) -> None:
+    async def connect(self) -> None:
         # First, while nothing is open: a refresh cancelled or failing after the task group was
         # detached below would leave its cancel scope entered on the caller's task. (So it
         # skips down replicas: their probes need `_probes`; our first reset starts them.)
@@ -108,7 +143,7 @@ class PoolEnv(AsyncEnv):
             stack.callback(self._stop_links)  # runs first on exit: the holders end, then the groups
             self._stack = stack.pop_all()
 
-    async def _disconnect(self) -> None:
+    async def disconnect(self) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
@@ -144,14 +179,17 @@ class PoolEnv(AsyncEnv):
 
     async def _hold(self, replica: Replica, *, task_status: TaskStatus[_Link]) -> None:
         """Open a connection to `replica` and keep it until stopped or broken."""
-        env = MCPEnv(replica.url, mode=self.mode, read_timeout=self.read_timeout, headers=self.headers)
+        door = HTTPDoor(replica.url, mode=self.mode, read_timeout=self.read_timeout, headers=self.headers)
         link: _Link | None = None
         try:
-            async with env:
-                link = _Link(replica, env, anyio.Event())
+            await door.connect()
+            try:
+                link = _Link(replica, door, anyio.Event())
                 self._links[id(replica)] = link
                 task_status.started(link)
                 await link.stop.wait()
+            finally:
+                await door.disconnect()
         except MCPError as exc:
             if link is None:
                 raise  # before `started`: tg.start() re-raises it to the caller, who reroutes
@@ -184,7 +222,7 @@ class PoolEnv(AsyncEnv):
 
     # -- the primitives -----------------------------------------------------------------------
 
-    async def _reset(
+    async def reset(
         self, episode_id: str, seed: int | None, options: dict[str, Any] | None, previous: str | None
     ) -> ResetResult:
         try:
@@ -235,28 +273,36 @@ class PoolEnv(AsyncEnv):
     ) -> ResetResult:
         link = await self._link(replica)
         with self._on_replica(replica):
-            return await link.env._reset(episode_id, seed, options, previous)
+            return await link.door.reset(episode_id, seed, options, previous)
 
-    async def _call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
+    async def call(self, episode_id: str, name: str, arguments: dict[str, Any]) -> ToolStep:
         replica, link = await self._route(episode_id)
         with self._truncating(episode_id, replica), self._on_replica(replica):
-            return await link.env._call(episode_id, name, arguments)
+            return await link.door.call(episode_id, name, arguments)
 
-    async def _list_tools(self) -> list[types.Tool]:
-        replica = self._held.get(self.episode_id or "") or self.pool.any_live()
+    async def list_tools(self) -> list[types.Tool]:
+        return await self._on_any(lambda door: door.list_tools())
+
+    async def list_tasks(self, limit: int | None, prompts: bool) -> list[Task]:
+        # Every replica serves the same environment, so any live one has the catalog.
+        return await self._on_any(lambda door: door.list_tasks(limit, prompts))
+
+    async def _on_any(self, request: Callable[[HTTPDoor], Awaitable[T]]) -> T:
+        """A request that belongs to no episode, on the replica of a live episode or any live one."""
+        replica = next(iter(self._held.values()), None) or self.pool.any_live()
         try:
             link = await self._link(replica)
             with self._on_replica(replica):
-                return await link.env._list_tools()
+                return await request(link.door)
         except _ReplicaLost as exc:
             raise MCPError(CONNECTION_CLOSED, f"Replica {replica.url} is unreachable ({exc}); try again") from exc
 
-    async def _state(self, episode_id: str) -> EpisodeState:
+    async def state(self, episode_id: str) -> EpisodeState:
         replica, link = await self._route(episode_id)
         with self._truncating(episode_id, replica), self._on_replica(replica):
-            return await link.env._state(episode_id)
+            return await link.door.state(episode_id)
 
-    async def _close(self, episode_id: str) -> EpisodeState | None:
+    async def close(self, episode_id: str) -> EpisodeState | None:
         return await self._forget(episode_id, closed=False)
 
     # -- routing ------------------------------------------------------------------------------
@@ -264,7 +310,9 @@ class PoolEnv(AsyncEnv):
     async def _route(self, episode_id: str) -> tuple[Replica, _Link]:
         replica = self._held.get(episode_id)
         if replica is None:
-            reason = self._lost.get(episode_id, "it is not an episode of this client")
+            reason = self._lost.get(episode_id)
+            if reason is None:  # never ours (or long closed): what any server says of such an id
+                raise unknown_episode()
             message = f"Episode {episode_id} is over: {reason}. Call reset() to start a new one."
             raise MCPError(CONNECTION_CLOSED, message)
         link = self._links.get(id(replica))
@@ -301,5 +349,5 @@ class PoolEnv(AsyncEnv):
         if closed or (link := self._links.get(id(replica))) is None:
             return None
         with contextlib.suppress(_ReplicaLost), self._on_replica(replica):  # _on_replica marked it down
-            return await link.env._close(episode_id)
+            return await link.door.close(episode_id)
         return None

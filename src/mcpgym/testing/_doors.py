@@ -59,7 +59,8 @@ async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target
     """A target for `mcpgym.connect` that reaches `env` through door `kind`.
 
     `"stdio"` launches `python -m mcpgym serve module:Class` with this interpreter, so the class
-    must be importable by name from the working directory or an installed package.
+    must be importable by name from the working directory or an installed package (or, built by
+    a bridge, name itself as a target text in `__mcpgym_target__`, e.g. `gym:FrozenLake-v1`).
     """
     if kind == "inprocess":
         yield env
@@ -69,7 +70,8 @@ async def door(kind: Door | str, env: type[Environment]) -> AsyncIterator[Target
         # The SDK gives a child only a few safe variables; PYTHONPATH goes too, so the child
         # imports the same code as the test (a src/ layout run without installing, say).
         path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
-        argv = ["-m", "mcpgym", "serve", f"{env.__module__}:{env.__qualname__}"]
+        named = getattr(env, "__mcpgym_target__", None)  # a class a bridge built names itself (gym:ID)
+        argv = ["-m", "mcpgym", "serve", named or f"{env.__module__}:{env.__qualname__}"]
         yield StdioServerParameters(command=sys.executable, args=argv, env=path)
     elif kind == "http":
         async with serve_gym(env) as (_, url):

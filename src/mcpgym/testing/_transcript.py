@@ -43,9 +43,11 @@ async def transcript(
         rows.append((*row, r.terminated, r.components))
     state = (await env.state()).model_dump()
     state.pop("episode_id")
+    if state["render"] is None:
+        del state["render"]  # no render() to compare: the row stays what it was before render existed
     rows.append(("state", state))
     final = await env.close_episode()  # what closing scores (a rubric's trajectory components) counts too
-    closed = final.model_dump() if final is not None else None
+    closed = final.model_dump(exclude={"render"}) if final is not None else None  # never rendered
     if closed is not None:
         closed.pop("episode_id")
     rows.append(("closed", closed))

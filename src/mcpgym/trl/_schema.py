@@ -100,6 +100,8 @@ def tool_shape(tool: types.Tool) -> ToolShape:
     # Top-level anyOf/oneOf/allOf/additionalProperties... have no parameter to carry them: without
     # this, a tool taking "a path or a url" or a free-form map would look argument-less.
     top = {k: v for k, v in schema.items() if k not in _SHOWN_AT_TOP}
+    if top.get("additionalProperties") is False:
+        del top["additionalProperties"]  # keyword parameters are a closed set already
     return ToolShape(tool.name, f"{description} {compact(top)}" if top else description, tuple(params))
 
 

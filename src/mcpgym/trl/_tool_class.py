@@ -56,7 +56,6 @@ from typing import Any, ClassVar
 import mcp_types as types
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
-from mcpgym._client.mcp_door import MCPEnv
 from mcpgym._client.shared import SharedClient
 from mcpgym._core.content import decoded, images, result_text
 from mcpgym._core.errors import MCPError
@@ -437,9 +436,10 @@ def separated(prompt: Any, text: str) -> str:
 async def _discover(target: Target, options: dict[str, Any]) -> tuple[list[types.Tool], str, str | None]:
     async with connect(target, **options) as env:
         tools = await env.list_tools()
-        if isinstance(env, MCPEnv):
-            info = env.client.server_info
-            return tools, info.name if info else "MCP", env.client.instructions
+        session = getattr(env.door, "session", None)  # an MCP door's session: the server's own words
+        if session is not None:
+            info = session.server_info
+            return tools, info.name if info else "MCP", session.instructions
     cls = target.func if isinstance(target, functools.partial) else target
     if isinstance(cls, Environment):
         cls = type(cls)

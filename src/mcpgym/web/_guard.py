@@ -10,6 +10,7 @@ a tool returned.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,10 +69,13 @@ class Guard:
     async def json_body(self, request: Request) -> dict[str, Any]:
         """The request's JSON object, read up to the body limit."""
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise BadRequest(f"request body over {self.max_body_bytes} bytes (--max-body-bytes)", 413)
+        # aclosing: a body refused midway closes the stream now, not whenever the loop's
+        # async-generator finaliser gets to it.
+        async with contextlib.aclosing(request.stream()) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > self.max_body_bytes:
+                    raise BadRequest(f"request body over {self.max_body_bytes} bytes (--max-body-bytes)", 413)
         try:
             value = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

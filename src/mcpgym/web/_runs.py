@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mcpgym._recording.blobs import restore
 
 TAIL_BYTES = 8192
 """Bytes read from the end of a record file to find its closing line."""
@@ -84,7 +86,9 @@ class RunIndex:
         """Episode `n` in full: the record file's events, or the rollout line's trajectory."""
         location = self._locations[n]
         if location.length < 0:
-            return {"format": "record", "events": _read_events(location.path)}
+            # Images back from their blob files: the page shows them, it cannot read the files.
+            events = [restore(e, location.path.parent) for e in _read_events(location.path)]
+            return {"format": "record", "events": events}
         with location.path.open("rb") as f:
             f.seek(location.offset)
             trajectory = json.loads(f.read(location.length))
@@ -131,7 +135,7 @@ def _index_file(path: Path, name: str) -> list[tuple[dict[str, Any], Location]]:
 
 
 def _record_summary(path: Path, name: str, f: Any, head: dict[str, Any]) -> dict[str, Any]:
-    close = _closing_record(f)
+    close, before = _closing_record(f)
     started = head.get("time") or 0.0
     row: dict[str, Any] = {
         "format": "record",
@@ -146,14 +150,17 @@ def _record_summary(path: Path, name: str, f: Any, head: dict[str, Any]) -> dict
     if close is not None:
         reward, steps = close.get("total_reward", 0.0), close.get("step_count", 0)
         done, truncated, ended = bool(close.get("done")), bool(close.get("truncated")), close.get("time", started)
+        if done and before is not None and before.get("event") == "step" and before.get("done"):
+            ended = _step_end(before, started)  # it ended with that step, not when it was closed
         status = "truncated" if truncated else "done" if done else "not done"
     else:  # no closing line: count what is there
-        steps_seen = [e for e in _read_events(path) if e.get("event") == "step"]
+        steps_seen = _until_done(e for e in _read_events(path) if e.get("event") == "step")
         reward, steps = sum(float(e.get("reward") or 0.0) for e in steps_seen), len(steps_seen)
         last = steps_seen[-1] if steps_seen else {}
         done, truncated = bool(last.get("done")), bool(last.get("truncated"))
-        ended = (last.get("time") or started) + (last.get("duration") or 0.0)
-        status = "unfinished"
+        ended = _step_end(last, started)
+        # Ended but not yet closed (a web-page episode while its server runs): finished all the same.
+        status = "truncated" if truncated else "done" if done else "unfinished"
     return {
         **row,
         "reward": reward,
@@ -166,13 +173,31 @@ def _record_summary(path: Path, name: str, f: Any, head: dict[str, Any]) -> dict
     }
 
 
-def _closing_record(f: Any) -> dict[str, Any] | None:
+def _closing_record(f: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The closing record (None if the episode was never closed) and the record before it."""
     f.seek(0, os.SEEK_END)
     size = f.tell()
     f.seek(max(0, size - TAIL_BYTES))
     lines = f.read().splitlines()
     last = _loads(lines[-1]) if lines else None
-    return last if last is not None and last.get("event") == "close" else None
+    if last is None or last.get("event") != "close":
+        return None, None
+    return last, _loads(lines[-2]) if len(lines) > 1 else None
+
+
+def _step_end(step: dict[str, Any], started: float) -> float:
+    return float(step.get("time") or started) + float(step.get("duration") or 0.0)
+
+
+def _until_done(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps up to the one that ended the episode (recordings before #28 also logged the
+    calls refused after it, which were never steps)."""
+    kept = []
+    for step in steps:
+        kept.append(step)
+        if step.get("done"):
+            break
+    return kept
 
 
 def _rollout_rows(

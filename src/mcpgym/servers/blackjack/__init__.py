@@ -80,6 +80,13 @@ class Blackjack(mcpgym.Environment):
     def state_info(self) -> dict[str, Any]:
         return {"outcome": self.game.outcome} if hasattr(self, "game") else {}
 
+    def render(self) -> mcpgym.Render | None:
+        """The table as the player sees it now (the hole card stays hidden until the game is over)."""
+        if not hasattr(self, "game"):
+            return None
+        table = self._table(_OUTCOME.get(self.game.outcome or "", "Your turn: hit or stand?"))
+        return mcpgym.Render(text=_describe(table), markdown=_markdown(table))
+
     def _end(self, why: str) -> Table:
         outcome = self.game.outcome
         assert outcome is not None
@@ -103,6 +110,19 @@ def _table(game: Game, message: str) -> Table:
         dealer_total=total(dealer)[0],
         status=game.outcome or "your turn",
         message=message,
+    )
+
+
+_OUTCOME = {"win": "You win.", "loss": "You lose.", "push": "You push."}
+
+
+def _markdown(table: Table) -> str:
+    mine = f"**{table.your_total}**{' (soft)' if table.soft else ''}"
+    dealer = f"**{table.dealer_total}**"
+    return (
+        f"| | cards | total |\n|---|---|---|\n"
+        f"| you | {' '.join(table.your_cards)} | {mine} |\n"
+        f"| dealer | {' '.join(table.dealer_cards)} | {dealer} |\n\n{table.message}"
     )
 
 

@@ -70,6 +70,12 @@ class Maze(mcpgym.Environment):
             ]
         )
 
+    def render(self) -> mcpgym.Render | None:
+        """The maze as the agent last saw it: the picture, and its tiles as text."""
+        if not hasattr(self, "maze"):
+            return None
+        return mcpgym.Render(text="\n".join(self.maze.tiles()), image=self.maze.render())
+
     def state_info(self) -> dict[str, Any]:
         if not hasattr(self, "maze"):
             return {}

@@ -99,9 +99,18 @@ async function follow(path, lastId, onEvent, signal, onStatus, onGone) {
   }
 }
 
+// Asked again after a token was sent and refused: say so, or the same prompt reads as if
+// nothing had been tried.
 function askForToken() {
   const dialog = document.getElementById("token-dialog");
   if (!dialog || dialog.open) return;
+  const rejected = sessionStorage.getItem(TOKEN_KEY) !== null;
+  let note = dialog.querySelector(".token-rejected");
+  if (!note) {
+    note = h("p", { class: "token-rejected field-error", role: "alert" });
+    dialog.querySelector("form").prepend(note);
+  }
+  note.textContent = rejected ? "Token rejected: the server did not accept it. Check it and try again." : "";
   dialog.showModal();
 }
 
@@ -202,7 +211,7 @@ function renderContent(item) {
 
 // An MCP CallToolResult: its content items, structured content, and the step stamp (whatever
 // fields it carries: reward, done, truncated, terminated, reward components...).
-function renderResult(result) {
+function renderResult(result, { stamp: showStamp = true } = {}) {
   const box = h("div", { class: "result" + (result.isError ? " is-error" : "") });
   if (result.isError) box.append(h("div", { class: "badge error" }, "tool error"));
   for (const item of result.content || []) box.append(renderContent(item));
@@ -219,9 +228,40 @@ function renderResult(result) {
   const meta = { ...(result._meta || {}) };
   const stamp = meta[STEP_KEY];
   delete meta[STEP_KEY];
-  if (stamp) box.append(h("div", { class: "caption" }, "step"), kvTable(stamp, "stamp"));
+  if (stamp && showStamp) {
+    const { v, ...shown } = stamp; // the stamp's protocol version: for clients, not people
+    box.append(h("div", { class: "caption" }, "step"), kvTable(shown, "stamp"));
+  }
   if (Object.keys(meta).length) box.append(h("div", { class: "caption" }, "_meta"), jsonBlock(meta));
   return box;
+}
+
+// The little markdown a render() needs (pipe tables, **bold**, `code`, paragraphs), built as
+// elements from text: nothing an environment sends is parsed as HTML.
+function markdownBlock(markdown) {
+  const box = h("div", { class: "markdown" });
+  let table = null;
+  for (const line of markdown.split("\n")) {
+    const row = line.trim();
+    if (row.startsWith("|") && row.endsWith("|")) {
+      const cells = row.slice(1, -1).split("|").map((c) => c.trim());
+      if (cells.every((c) => /^:?-+:?$/.test(c))) continue; // the header rule
+      if (!table) box.append(table = h("table", { class: "md" }));
+      table.append(h("tr", {}, cells.map((c) => h(table.rows.length ? "td" : "th", {}, inlineMarkdown(c)))));
+      continue;
+    }
+    table = null;
+    if (row) box.append(h("p", {}, inlineMarkdown(row)));
+  }
+  return box;
+}
+
+function inlineMarkdown(text) {
+  return text.split(/(\*\*[^*]+\*\*|`[^`]+`)/).filter(Boolean).map((part) => {
+    if (part.startsWith("**") && part.endsWith("**") && part.length > 4) return h("b", {}, part.slice(2, -2));
+    if (part.startsWith("`") && part.endsWith("`") && part.length > 2) return h("code", {}, part.slice(1, -1));
+    return part;
+  });
 }
 
 function sameJson(text, serialised) {

@@ -9,6 +9,9 @@ const page = {
   lastSeq: -1,
   follower: null,
   busy: false,
+  done: false,
+  calls: 0,
+  lastStep: 0,
 };
 
 function newEpisodeId() {
@@ -22,10 +25,13 @@ function banner(message) {
   el.textContent = message || "";
 }
 
+// Hidden until the page follows an episode: before the first reset there is nothing to be
+// live about, and "offline" then read as "the server is down".
 function setLive(on) {
   const el = document.getElementById("live");
+  el.hidden = false;
   el.className = "live " + (on ? "on" : "off");
-  el.textContent = on ? "live" : "offline";
+  el.textContent = on ? "live" : "reconnecting…";
 }
 
 async function load() {
@@ -40,6 +46,7 @@ async function load() {
   document.getElementById("env-name").textContent = page.info.environment;
   document.getElementById("env-description").textContent = prose(page.info.description);
   renderTools(page.info.tools);
+  syncButtons();
   if (page.episodeId) watch(page.episodeId, -1);
 }
 
@@ -156,6 +163,8 @@ async function step(tool, args, errorBox) {
     try {
       const event = await api("/api/step", { episode_id: page.episodeId, tool, arguments: args });
       if (event.seq === page.lastSeq + 1) apply(event); // else the live feed brings it, in order
+      // Keep what the call did in view, however far down the tool list its form was.
+      document.getElementById("result-card").scrollIntoView({ block: "nearest" });
     } catch (e) {
       errorBox.textContent = e.message;
     }
@@ -165,14 +174,25 @@ async function step(tool, args, errorBox) {
 async function busy(fn) {
   page.busy = true;
   document.body.classList.add("busy");
-  document.querySelectorAll("button[type=submit]").forEach((b) => { b.disabled = true; });
+  syncButtons();
   try {
     await fn();
   } finally {
     page.busy = false;
     document.body.classList.remove("busy");
-    document.querySelectorAll("button[type=submit]").forEach((b) => { b.disabled = false; });
+    syncButtons();
   }
+}
+
+// Every button waits while a request runs; tool buttons stay off once the episode is over
+// (the server would only answer "the episode is over").
+function syncButtons() {
+  document.getElementById("reset").disabled = page.busy;
+  document.querySelectorAll("form.tool button.call").forEach((b) => {
+    b.disabled = page.busy || page.done || !page.episodeId;
+    b.title = page.done ? "The episode is over: reset to play again." : "";
+  });
+  document.getElementById("tools").classList.toggle("over", page.done);
 }
 
 // Follow an episode's feed (replacing any feed followed before).
@@ -195,20 +215,49 @@ function apply(event) {
   if (event.kind === "reset") {
     document.getElementById("history").replaceChildren();
     document.getElementById("result").replaceChildren(h("p", { class: "note" }, "Call a tool."));
-    document.getElementById("observation").replaceChildren(renderObservation(event.observation));
+    page.calls = 0;
+    page.lastStep = 0;
+    showObservation(event.state, "what reset() returned", renderObservation(event.observation));
     document.getElementById("last-reward").textContent = "–";
     banner(null);
   } else if (event.kind === "step") {
-    document.getElementById("result").replaceChildren(h("div", { class: "caption" }, `step ${event.state.step_count}: ${event.tool}(${shortArgs(event.arguments)})`), renderResult(event.result));
-    document.getElementById("history").append(historyEntry(event));
+    page.calls += 1;
+    const counted = event.state.step_count > page.lastStep;
+    page.lastStep = event.state.step_count;
+    const what = counted ? `step ${event.state.step_count}` : "refused, not a step";
+    document.getElementById("result").replaceChildren(h("div", { class: "caption" }, `call ${page.calls} (${what}): ${event.tool}(${shortArgs(event.arguments)})`), renderResult(event.result));
+    if (counted) showObservation(event.state, `the latest observation (step ${event.state.step_count})`, renderResult(event.result, { stamp: false }));
+    document.getElementById("history").append(historyEntry(event, page.calls, counted));
     const stamp = (event.result._meta || {})[STEP_KEY] || {};
-    document.getElementById("last-reward").textContent = fmt(stamp.reward ?? 0);
+    if (counted) document.getElementById("last-reward").textContent = fmt(stamp.reward ?? 0);
   } else if (event.kind === "closed") {
     banner("This episode was reset elsewhere; following the new one.");
     watch(event.next, -1);
     return;
   }
   if (event.state) renderState(event.state);
+}
+
+// The OBSERVATION pane shows the episode as it is now: the environment's render() of its
+// state when it offers one, else the latest observation the page has.
+function showObservation(state, fallbackCaption, fallback) {
+  const box = document.getElementById("observation");
+  const render = state && state.render;
+  if (!render) {
+    box.replaceChildren(h("div", { class: "caption" }, fallbackCaption), fallback);
+    return;
+  }
+  box.replaceChildren(h("div", { class: "caption" }, "the environment's render() of its current state"), renderRender(render));
+}
+
+function renderRender(render) {
+  const box = h("div", { class: "render" });
+  if (render.image && SAFE_IMAGE.test(render.mimeType || "") && BASE64.test(render.image)) {
+    box.append(h("img", { class: "result-image", alt: "render (" + render.mimeType + ")", src: `data:${render.mimeType};base64,${render.image}` }));
+  }
+  if (render.markdown) box.append(markdownBlock(render.markdown));
+  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  return box;
 }
 
 function renderObservation(observation) {
@@ -218,20 +267,25 @@ function renderObservation(observation) {
 }
 
 function renderState(state) {
+  page.done = state.done;
+  syncButtons();
   document.getElementById("total-reward").textContent = fmt(state.total_reward);
   document.getElementById("step-count").textContent = String(state.step_count) + (page.info && page.info.max_steps ? ` / ${page.info.max_steps}` : "");
   const flags = document.getElementById("episode-flags");
   flags.replaceChildren();
   const on = trueFlags(state);
   flags.append(...(on.length ? on : ["running"]).map((f) => h("span", { class: "badge " + f }, f)));
-  document.getElementById("state").replaceChildren(kvTable(state, "state"));
+  const { render, ...facts } = state; // the picture is in the OBSERVATION pane
+  document.getElementById("state").replaceChildren(kvTable(facts, "state"));
 }
 
-function historyEntry(event) {
+// Numbered by call, so a refused call (after the episode ended) never repeats the number of the
+// step before it; it says it was not counted.
+function historyEntry(event, number, counted) {
   const stamp = (event.result._meta || {})[STEP_KEY] || {};
-  const flags = [...trueFlags(stamp), event.result.isError ? "error" : null].filter(Boolean);
+  const flags = [...trueFlags(stamp), event.result.isError ? "error" : null, counted ? null : "not counted"].filter(Boolean);
   return h("li", {}, h("details", { class: "step" + (event.result.isError ? " is-error" : "") },
-    h("summary", {}, h("span", { class: "num" }, `#${stamp.step ?? event.state.step_count}`), " ", h("b", {}, event.tool),
+    h("summary", {}, h("span", { class: "num" }, `#${number}`), " ", h("b", {}, event.tool),
       h("code", {}, shortArgs(event.arguments)), " → reward ", h("b", { class: "reward" }, fmt(stamp.reward ?? 0)),
       flags.map((f) => h("span", { class: "badge " + f }, f))),
     h("div", { class: "caption" }, "arguments"), jsonBlock(event.arguments),

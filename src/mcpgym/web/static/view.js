@@ -27,7 +27,8 @@ async function load() {
   const statuses = [...new Set(state.rows.map((r) => r.status))].sort();
   const select = document.getElementById("status-filter");
   const chosen = select.value;
-  select.replaceChildren(h("option", { value: "" }, "any status"), statuses.map((s) => h("option", { value: s }, s)));
+  // Spread: replaceChildren takes nodes, and an array would be inserted as its text.
+  select.replaceChildren(h("option", { value: "" }, "any status"), ...statuses.map((s) => h("option", { value: s }, s)));
   select.value = statuses.includes(chosen) ? chosen : "";
   refilter();
   const wanted = hashParam("episode");
@@ -72,7 +73,7 @@ function renderTable() {
     // A recording's file is named after its episode: show where it is, not the name again.
     h("td", { title: r.source }, r.format === "record" ? (r.source.includes("/") ? r.source.replace(/[^/]*$/, "") : "./") : r.source),
     h("td", {}, r.seed ?? "–"),
-    h("td", {}, h("span", { class: "badge " + r.status }, r.status)),
+    h("td", {}, h("span", { class: "badge " + r.status.replace(" ", "-") }, r.status)), // "not done" is not "done"
     h("td", { class: "reward" }, fmt(r.reward)),
     h("td", { class: "num" }, r.length),
     h("td", { class: "num" }, r.duration.toFixed(2)))));
@@ -161,6 +162,7 @@ function recordTimeline(data) {
   for (const event of data.events) {
     if (event.event === "reset") {
       out.push(h("div", { class: "caption" }, "reset: first observation"), renderObservationValue(event.observation));
+      if (event.render) out.push(h("div", { class: "caption" }, "render() after reset"), recordedRender(event.render));
       if (event.options) out.push(h("div", { class: "caption" }, "options"), jsonBlock(event.options));
     } else if (event.event === "step") {
       const { tool, arguments: _a, result, step, time, duration, event: _e, ...stamp } = event;
@@ -170,7 +172,8 @@ function recordTimeline(data) {
           " → reward ", h("b", { class: "reward" }, fmt(event.reward)), flags.map((f) => h("span", { class: "badge " + f }, f)),
           h("span", { class: "num" }, ` ${fmt(event.duration || 0)}s`)),
         h("div", { class: "caption" }, "arguments"), jsonBlock(event.arguments),
-        h("div", { class: "caption" }, "result"), renderResult(event.result || {}))));
+        h("div", { class: "caption" }, "result"), renderResult(event.result || {}),
+        event.render ? [h("div", { class: "caption" }, "render() after the step"), recordedRender(event.render)] : null)));
     } else if (event.event === "close") {
       steps.append(h("li", { class: "note" }, `closed after ${event.step_count} steps, total reward ${fmt(event.total_reward)}`));
     }
@@ -204,6 +207,15 @@ function rolloutTimeline(data) {
     out.push(h("details", {}, h("summary", { class: "caption" }, `conversation (${t.messages.length} messages)`), jsonBlock(t.messages)));
   }
   return out;
+}
+
+// A recorded render(): its image block (restored from its blob), markdown or text.
+function recordedRender(render) {
+  const box = h("div", { class: "render" });
+  if (render.image) box.append(renderContent(render.image));
+  if (render.markdown) box.append(markdownBlock(render.markdown));
+  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  return box;
 }
 
 function renderObservationValue(observation) {

@@ -40,7 +40,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import Process
 
-from mcpgym.servers.coding._host.cgroups import Group, Hierarchy
+from mcpgym._isolation.cgroups import Group, Hierarchy
 from mcpgym.servers.coding._host.popen import PopenProcess
 
 logger = logging.getLogger("mcpgym.servers.coding")

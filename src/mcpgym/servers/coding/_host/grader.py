@@ -29,8 +29,8 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
+from mcpgym._isolation.cgroups import Group
 from mcpgym.servers.coding._host import scratch as scratch
-from mcpgym.servers.coding._host.cgroups import Group
 from mcpgym.servers.coding._host.process import _children, _signal
 from mcpgym.servers.coding._host.sandbox import Limits, Sandbox
 from mcpgym.servers.coding._host.workspace import make_shared, mount_tmpfs, remove_tree, unmount

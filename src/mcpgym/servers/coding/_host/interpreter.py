@@ -13,9 +13,9 @@ from pathlib import Path
 
 import anyio
 
+from mcpgym._isolation.cgroups import Group
 from mcpgym.servers.coding import _hacks as hacks
 from mcpgym.servers.coding._host import cradle as _cradle
-from mcpgym.servers.coding._host.cgroups import Group
 from mcpgym.servers.coding._host.grader import grader
 from mcpgym.servers.coding._host.process import Ending, Execution, WorkerProcess, starting
 from mcpgym.servers.coding._host.sandbox import Sandbox

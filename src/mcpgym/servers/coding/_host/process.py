@@ -21,7 +21,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import Process
 
-from mcpgym.servers.coding._host.cgroups import Group
+from mcpgym._isolation.cgroups import Group
 from mcpgym.servers.coding._host.cradle import Cradle
 from mcpgym.servers.coding._host.sandbox import Sandbox
 from mcpgym.servers.coding._sandboxed.confine import seccomp_program

@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mcpgym.servers.coding._host import cgroups as _cgroups
-from mcpgym.servers.coding._host import uids as _uids
-from mcpgym.servers.coding._host.cgroups import Hierarchy
+from mcpgym._isolation import cgroups as _cgroups
+from mcpgym._isolation import uids as _uids
+from mcpgym._isolation.cgroups import Hierarchy
 from mcpgym.servers.coding._host.workspace import workspace_quota_works
 
 logger = logging.getLogger("mcpgym.servers.coding")

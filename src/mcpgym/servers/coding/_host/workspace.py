@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
 import errno
-import functools
 import itertools
 import json
 import logging
@@ -26,13 +24,25 @@ from pathlib import Path, PurePosixPath
 
 import anyio
 
+from mcpgym._isolation.tmpfs import make_shared, mount_tmpfs, unmount, workspace_quota_works
+from mcpgym._isolation.tree import remove_tree
+
+__all__ = [
+    "Workspace",
+    "WorkspaceError",
+    "make_shared",
+    "mount_tmpfs",
+    "remove_tree",
+    "shown",
+    "unmount",
+    "workspace_quota_works",
+]
+
 logger = logging.getLogger("mcpgym.servers.coding")
 
 _MAX_LISTED = 1000
 _MAX_DEPTH = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_MS_NOSUID, _MS_NODEV, _MS_SHARED, _MNT_DETACH = 2, 4, 1 << 20, 2
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class WorkspaceError(ValueError):
@@ -144,107 +154,6 @@ class Workspace:
 
     async def remove(self) -> None:
         await anyio.to_thread.run_sync(remove_tree, self.root)
-
-
-@functools.cache
-def workspace_quota_works() -> bool:
-    """Whether this process may mount a size-limited tmpfs for each workspace (probed once)."""
-    probe = Path(tempfile.mkdtemp(prefix="mcpgym-probe-"))
-    try:
-        _mount_tmpfs(probe, "size=4096,nr_inodes=8")
-    except OSError:
-        return False
-    else:
-        unmount(probe)
-        return True
-    finally:
-        probe.rmdir()
-
-
-def mount_tmpfs(path: Path, quota: tuple[int, int], options: str) -> None:
-    """Mount a tmpfs of `quota` (bytes, inodes) on `path` (root only)."""
-    _mount_tmpfs(path, f"size={quota[0]},nr_inodes={quota[1]},{options}")
-
-
-def _mount_tmpfs(path: Path, options: str) -> None:
-    if _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(path))
-
-
-def make_shared(path: Path) -> None:
-    """Mark the mount at `path` shared: mounts made below it later also appear in sandboxes that
-    bind it (bwrap's copies are its slaves)."""
-    if _LIBC.mount(None, os.fsencode(path), None, _MS_SHARED, None) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(path))
-
-
-def unmount(path: Path) -> None:
-    # Lazy: a process still holding a descriptor there cannot keep the mount (or its RAM) pinned
-    # in our namespace; the memory goes with the last reference.
-    if _LIBC.umount2(os.fsencode(path), _MNT_DETACH) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(path))
-
-
-def remove_tree(root: Path) -> None:
-    """Delete a workspace; what cannot be deleted is logged (a leak to report, not to hide)."""
-    if os.path.ismount(root):
-        try:
-            unmount(root)  # its content goes with it, however deep
-            root.rmdir()
-        except OSError as exc:
-            logger.warning("could not remove %s: %s", root, exc)
-        return
-    try:
-        _remove_tree(root)
-    except OSError as exc:
-        logger.warning("could not remove %s: %s", root, exc)
-
-
-def _remove_tree(root: Path) -> None:
-    """Delete depth first holding one directory descriptor, without recursion (sandboxed code
-    can nest directories deeper than Python's recursion limit).
-
-    Climbing back up goes through `..`, which follows the directory wherever it now is: code
-    still running as the sandbox's uid could move the directory we are in out of the tree (to
-    its own directory elsewhere), and an unchecked climb would then empty directories that
-    are not ours. So every `..` must be the very directory (device and inode) we came down
-    from, or the removal stops there.
-    """
-    fd = os.open(root, _DIR_FLAGS)
-    names: list[str] = []  # the path from `root` down to `fd`
-    above: list[tuple[int, int]] = []  # (st_dev, st_ino) of each directory on that path
-    try:
-        while True:
-            below = None
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        below = entry.name
-                        break
-                    os.unlink(entry.name, dir_fd=fd)
-            if below is not None:
-                child = os.open(below, _DIR_FLAGS, dir_fd=fd)
-                info = os.fstat(fd)
-                above.append((info.st_dev, info.st_ino))
-                os.close(fd)
-                fd = child
-                names.append(below)
-            elif names:
-                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = parent
-                info = os.fstat(fd)
-                if (info.st_dev, info.st_ino) != above.pop():
-                    raise OSError(errno.EXDEV, "a directory was moved out of the tree while it was being removed")
-                os.rmdir(names.pop(), dir_fd=fd)
-            else:
-                break
-    finally:
-        os.close(fd)
-    root.rmdir()
 
 
 def _parts(path: str) -> list[str]:

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-logger = logging.getLogger("mcpgym.servers.coding")
+logger = logging.getLogger("mcpgym.isolation")
 
 _MOUNT = Path("/sys/fs/cgroup")
 _NEXT = itertools.count()

@@ -1,0 +1,71 @@
+"""`wrap()` starts nothing, lists the tools once and off the event loop, and registers one exit
+hook however many classes it makes (#22 item 8): each test fails on the eager wrap()."""
+
+from __future__ import annotations
+
+import atexit
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import mcpgym
+from mcpgym.wrapping import prepare, wrap
+from tests.wrap_envs import HERE
+
+pytestmark = pytest.mark.anyio
+
+SERVER = [sys.executable, str(HERE / "wrap_server.py")]
+HOSTILE = [sys.executable, str(HERE / "wrap_hostile.py")]
+
+
+def _counted(marker: Path) -> list[str]:
+    """The wrapped server, noting each start in `marker` before it runs."""
+    return ["sh", "-c", f"echo start >> {shlex.quote(str(marker))}; exec {shlex.join(SERVER)}"]
+
+
+def _starts(marker: Path) -> int:
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
+async def test_wrap_starts_nothing_and_the_tools_are_listed_once(tmp_path: Path) -> None:
+    marker = tmp_path / "starts"
+    Env = wrap(_counted(marker), tools=["increment"], isolation="none")
+    assert _starts(marker) == 0  # the class exists; no server ran for it
+    await prepare(Env)
+    await prepare(Env)
+    assert _starts(marker) == 1 and list(Env.__mcpgym_tools__) == ["increment"]
+    async with mcpgym.connect(Env) as env:
+        await env.reset()
+        assert (await env.call_tool("increment")).text == "1"
+    assert _starts(marker) == 2  # and then one per episode, as before
+
+
+async def test_listing_the_tools_leaves_the_event_loop_running() -> None:
+    order: list[str] = []
+
+    async def lister() -> None:
+        # A server that never answers initialize: the listing waits out start_timeout.
+        with pytest.raises(RuntimeError, match="did not answer initialize within 1s"):
+            await prepare(wrap([*HOSTILE, "silent"], start_timeout=1))
+        order.append("listed")
+
+    async def other() -> None:
+        order.append("other task ran")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lister)
+        tg.start_soon(other)
+    assert order == ["other task ran", "listed"]
+
+
+async def test_one_exit_hook_for_every_wrapped_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[Callable[..., Any]] = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *args: registered.append(fn))
+    for _ in range(3):
+        await prepare(wrap(SERVER, tools=["increment"]))
+    assert len(registered) <= 1  # the first wrapped class of the process registers it, if none did
