@@ -322,3 +322,19 @@ async def test_headers_reach_the_server_and_a_401_says_what_to_send() -> None:
             async with mcpgym.SharedClient(url):
                 pass
     assert "HTTP 401" in caught.value.message and url in caught.value.message
+
+
+async def test_episodes_opened_each_with_connect_share_one_connection_and_one_discovery() -> None:
+    from tests.test_vector_batch import counted
+
+    async with counted(Echo) as (app, url):
+        async with contextlib.AsyncExitStack() as stack:
+            envs = [await stack.enter_async_context(mcpgym.connect(url)) for _ in range(32)]
+            assert len({id(env.session) for env in envs}) == 1  # one ClientSession for all of them
+            async with anyio.create_task_group() as tg:
+                for seed, env in enumerate(envs):
+                    tg.start_soon(env.reset, seed)
+        assert app.methods["server/discover"] == 1 and app.methods["mcpgym/reset"] == 32
+        async with mcpgym.connect(url) as env:  # the last one out closed it: the next opens a new one
+            await env.reset()
+        assert app.methods["server/discover"] == 2
