@@ -54,6 +54,7 @@ if [ "${1:-}" = "--test" ]; then
   npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
   # The third-party MCP server that tests/test_wrap.py wraps as an environment (pinned likewise).
   npm ci --prefix tests/wrapped --no-audit --no-fund --loglevel=error
+  npm ci --prefix tests/everything --no-audit --no-fund --loglevel=error
   # The official MCP conformance suite, run against every shipped server (pinned by its lock file).
   npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 else

@@ -108,6 +108,12 @@ class Environment:
         cls.__mcpgym_tools__ = collect_tools(cls)
         _check_rubric(cls.rubric, cls.__name__)
 
+    @classmethod
+    def tools_for(cls, capabilities: Any) -> dict[str, BoundTool]:
+        """The tools listed to an MCP client declaring `capabilities` (`mcp_types.ClientCapabilities`
+        or None). Every client sees the class's tools; `mcpgym.wrap` classes override it."""
+        return cls.__mcpgym_tools__
+
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Start an episode and return its first observation. Override; the default returns None."""
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,12 @@ from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
+from mcpgym._episode.peer import PEER
 from mcpgym._recording.recording import Recorder
 from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.http import http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
+from mcpgym._server.peer import SessionPeer, set_level
 from mcpgym._server.registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
@@ -88,9 +90,10 @@ class GymExtension(Extension):
 
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
-        result = await self.registry.reset(
-            episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
-        )
+        with talking_back(ctx):
+            result = await self.registry.reset(
+                episode_id, params.seed, params.options, params.previous, owner=owner, host=_host_of(ctx)
+            )
         if owner is not None:
             # Bound to an HTTP session that nobody else may use: it ends with that session. One
             # callback per connection (not per reset) closes whatever the session still holds.
@@ -153,6 +156,9 @@ class GymServer:
         self.extension = GymExtension(self.registry)
         for binding in self.extension.methods():
             self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
+        if env_cls.tools_for.__func__ is not Environment.tools_for.__func__:  # type: ignore[attr-defined]
+            # An environment relaying a wrapped server's log messages honours the level set.
+            self.mcp.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
         self.mcp.extensions[self.extension.identifier] = self.extension.settings()
 
     @contextlib.asynccontextmanager
@@ -183,14 +189,22 @@ class GymServer:
         return None if spec is None else spec.definition.input_schema
 
     async def _list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return self._tools
+        tools = self.env_cls.tools_for(ctx.session.client_capabilities)
+        if tools is self.env_cls.__mcpgym_tools__:
+            return self._tools
+        return types.ListToolsResult(tools=[spec.definition for spec in tools.values()])
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        with talking_back(ctx):
+            return await self._call(ctx, params)
+
+    async def _call(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode_id = episode_id_of(ctx)
         if episode_id is not None:
             return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
-        if params.name not in self.env_cls.__mcpgym_tools__:
-            raise unknown_tool(params.name, self.env_cls.__mcpgym_tools__)  # before opening an episode for it
+        tools = self.env_cls.tools_for(ctx.session.client_capabilities)
+        if params.name not in tools:
+            raise unknown_tool(params.name, tools)  # before opening an episode for it
         episode = await self._implicit(ctx)
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
@@ -266,6 +280,18 @@ def _version() -> str:
     from mcpgym import __version__
 
     return f"mcpgym {__version__}"
+
+
+@contextlib.contextmanager
+def talking_back(ctx: Ctx) -> Iterator[None]:
+    """While a request is served, the episode may talk back to its client (`_episode.peer`)."""
+    peer = SessionPeer(ctx)
+    token = PEER.set(peer)
+    try:
+        yield
+    finally:
+        PEER.reset(token)
+        peer.answered()
 
 
 def connection_of(ctx: Ctx) -> Connection:

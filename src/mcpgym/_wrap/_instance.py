@@ -15,15 +15,17 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpgym._episode.host import Host, Release
+from mcpgym._wrap._relay import Passthrough, Relay, wanted
 from mcpgym._wrap._sandbox import Sandbox
 
 logger = logging.getLogger("mcpgym.wrap")
@@ -37,6 +39,7 @@ class Instance:
     client: Client
     workspace: Path
     command: tuple[str, ...]
+    relay: Relay
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,14 @@ class Launcher:
     """The directory under which each instance gets its own workspace."""
     start_timeout: float = 30.0
     call_timeout: float = 60.0
+    passthrough: Passthrough = field(default_factory=Passthrough)
 
     @contextlib.asynccontextmanager
-    async def start(self, *, network: bool = False) -> AsyncIterator[Instance]:
+    async def start(
+        self, *, network: bool = False, capabilities: types.ClientCapabilities | None = None
+    ) -> AsyncIterator[Instance]:
+        """An instance whose client declares `capabilities` (the driving client's; _relay)."""
+        relay = Relay(self.passthrough)
         workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=self.base))
         try:
             argv = [arg.replace(WORKSPACE, str(workspace)) for arg in self.argv]
@@ -62,11 +70,16 @@ class Launcher:
                     # The SDK's read timeout bounds the initialize handshake: a server that never
                     # answers fails its episode's reset instead of hanging it. (Each tool call
                     # passes its own timeout.)
-                    client = await stack.enter_async_context(Client(params, read_timeout_seconds=self.start_timeout))
+                    client = Client(
+                        params, read_timeout_seconds=self.start_timeout, **relay.client_options(capabilities)
+                    )
+                    with relay.current():  # the stdio reader starts here: bad lines reach this relay
+                        client = await stack.enter_async_context(client)
                 except Exception as exc:
                     raise WrappedServerError(self._why_not_started(exc)) from exc
-                yield Instance(client, workspace, tuple(argv))
+                yield Instance(client, workspace, tuple(argv), relay)
         finally:
+            relay.summarise(shlex.join(self.argv))
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_remove, workspace)
 
@@ -146,9 +159,13 @@ class WarmPool:
                 fill.cancel_scope.cancel()
                 await self._host.aclose()  # every instance, waiting or handed out, is stopped
 
-    async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
+    async def take(
+        self, *, network: bool = False, capabilities: types.ClientCapabilities | None = None
+    ) -> tuple[Instance, Release]:
+        """A waiting instance; started on the spot for network access or a client declaring a
+        capability the pool's instances do not (they declare none, as RL clients do)."""
         assert self._host is not None and self._ready is not None
-        while not network:
+        while not network and not wanted(capabilities):
             try:
                 ready = self._ready.receive_nowait()
             except anyio.WouldBlock:
@@ -160,7 +177,7 @@ class WarmPool:
                 return ready
             self.dead += 1
             await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
-        return await self._host.enter(self.launcher.start(network=network))
+        return await self._host.enter(self.launcher.start(network=network, capabilities=capabilities))
 
     async def _fill(self) -> None:
         assert self._host is not None and self._send is not None
@@ -200,12 +217,14 @@ async def _alive(instance: Instance) -> bool:
     return False
 
 
-def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:
+def pooled(
+    pool: WarmPool, *, network: bool, capabilities: types.ClientCapabilities | None = None
+) -> AbstractAsyncContextManager[Instance]:
     """An instance from `pool`, as a context the episode holds (leaving it stops the instance)."""
 
     @contextlib.asynccontextmanager
     async def hold() -> AsyncIterator[Instance]:
-        instance, release = await pool.take(network=network)
+        instance, release = await pool.take(network=network, capabilities=capabilities)
         try:
             yield instance
         finally:
