@@ -40,3 +40,21 @@ class Peer(Protocol):
 
 PEER: contextvars.ContextVar[Peer | None] = contextvars.ContextVar("mcpgym_peer", default=None)
 """The peer of the request being served (a context variable: each request runs in its own task)."""
+
+
+class Upstream(Protocol):
+    """An environment instance in front of another MCP server (`mcpgym.wrap`), whose resources
+    and prompts the MCP server serves beside the task catalog: reads go to the episode's own
+    server, so a resource link one of its tools returned resolves."""
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult: ...
+
+
+class UpstreamListing(Protocol):
+    """What such an environment's class lists (read once, when the class was made)."""
+
+    resources: tuple[types.Resource, ...]
+    templates: tuple[types.ResourceTemplate, ...]
+    prompts: tuple[types.Prompt, ...]

@@ -49,6 +49,7 @@ from mcpgym._recording.recording import Recorder
 from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.http import http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
+from mcpgym._server.passthrough import PassthroughHandlers
 from mcpgym._server.peer import SessionPeer, set_level
 from mcpgym._server.registry import EpisodeRegistry
 
@@ -143,6 +144,10 @@ class GymServer:
         self._lifespans = 0
         self._tools = types.ListToolsResult(tools=[s.definition for s in env_cls.__mcpgym_tools__.values()])
         self.catalog = CatalogHandlers(factory, self._start_task)
+        catalog = self.catalog.handlers()
+        listing = getattr(env_cls, "upstream_listing", None)
+        if listing is not None:  # a wrapped server's resources and prompts, beside the catalog
+            catalog = PassthroughHandlers(self.catalog, listing, self._episode_of).handlers()
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
             version=_version(),
@@ -151,12 +156,12 @@ class GymServer:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            **self.catalog.handlers(),
+            **catalog,
         )
         self.extension = GymExtension(self.registry)
         for binding in self.extension.methods():
             self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
-        if env_cls.tools_for.__func__ is not Environment.tools_for.__func__:  # type: ignore[attr-defined]
+        if listing is not None:
             # An environment relaying a wrapped server's log messages honours the level set.
             self.mcp.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
         self.mcp.extensions[self.extension.identifier] = self.extension.settings()
@@ -209,6 +214,14 @@ class GymServer:
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
         return (await episode.step(params.name, params.arguments)).observation
+
+    async def _episode_of(self, ctx: Ctx) -> Episode:
+        """The episode a request names, or the caller's own (opened for it if need be)."""
+        episode_id = episode_id_of(ctx)
+        if episode_id is not None:
+            return self.registry.get(episode_id, session_of(ctx))
+        with talking_back(ctx):
+            return await self._implicit(ctx)
 
     async def _start_task(self, ctx: Ctx, task: Task) -> None:
         """A client that picked a task's prompt and never resets (Claude Desktop's prompt menu)

@@ -23,11 +23,11 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -36,7 +36,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from mcpgym._core.errors import MCPError, ToolError
+from mcpgym._core.errors import INVALID_PARAMS, MCPError, ToolError
 from mcpgym._episode.catalog import URI_PREFIX, Task
 from mcpgym._episode.environment import LEDGER, Environment
 from mcpgym._episode.peer import PEER
@@ -50,6 +50,7 @@ from mcpgym._wrap._verify import Score
 from mcpgym.rubrics import Rubric as ComponentRubric
 
 logger = logging.getLogger("mcpgym.wrap")
+T = TypeVar("T")
 
 _NO_TASK = TaskSpec(id="open", prompt="")
 """The task of a wrapped server given no task file: a fresh server per episode, no reward."""
@@ -111,6 +112,9 @@ class WrappedEnvironment(Environment):
     last_score: Score | None = None
     calls_made = 0
     """Tool calls this episode (refused ones too: each is a step toward the limit)."""
+
+    upstream_listing: ClassVar[Listing | None] = None
+    """The wrapped server's resources, templates and prompts (served beside the task catalog)."""
 
     @classmethod
     def tools_for(cls, capabilities: types.ClientCapabilities | None) -> dict[str, BoundTool]:
@@ -242,6 +246,25 @@ class WrappedEnvironment(Environment):
             raise _Refused(
                 f"The wrapped server's answer to {name!r} is not a valid tool result ({where}: {first['msg']})"
             ) from None
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """`resources/read` of this episode's own server (what a resource link it returned names)."""
+        return await self._upstream(lambda client: client.read_resource(uri))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        return await self._upstream(lambda client: client.get_prompt(name, arguments))
+
+    async def _upstream(self, request: Callable[[Client], Awaitable[T]]) -> T:
+        if not hasattr(self, "instance"):
+            raise MCPError(INVALID_PARAMS, "this episode has no wrapped server yet: reset it first")
+        peer = PEER.get()
+        if peer is not None:
+            self.instance.relay.peer = peer
+        try:
+            with anyio.fail_after(self.config.launcher.call_timeout):
+                return await request(self.instance.client)
+        except TimeoutError:
+            raise MCPError(REQUEST_TIMEOUT, "the wrapped server did not answer in time") from None
 
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
         await self.instance.relay.progress(progress, total, message, token=self.calls_made)
@@ -454,6 +477,7 @@ def wrap(
         "__module__": sys._getframe(1).f_globals.get("__name__", __name__),
         "__qualname__": cls_name,
     }
+    namespace["upstream_listing"] = probe.listing
     cls = cast(type[WrappedEnvironment], type(cls_name, (WrappedEnvironment,), namespace))
     # What a client declaring no capabilities is shown (in-process, mcpgym's clients): the rest
     # is listed to clients that declare what the server gates them on (`tools_for`).

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import mcp_types as types
 from mcp import MCPError
 from mcp.client.session import ClientRequestContext, IncomingMessage
+from pydantic import ValidationError
 
 from mcpgym._episode.peer import Peer
 
@@ -182,8 +183,9 @@ class Relay:
 
     def bad_line(self, record: logging.LogRecord) -> None:
         self.bad_lines += 1
-        if self.bad_lines == 1 and record.exc_info and record.exc_info[1] is not None:
-            self.first_bad_line = str(record.exc_info[1]).splitlines()[-1].strip()[:200]
+        exc = record.exc_info[1] if record.exc_info else None
+        if self.bad_lines == 1 and isinstance(exc, ValidationError) and exc.errors():
+            self.first_bad_line = repr(exc.errors()[0].get("input"))[:200]
 
     def summarise(self, command: str) -> None:
         if self.bad_lines:
