@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 
 import mcpgym
 from mcpgym._server.gym_server import GymServer
-from mcpgym.testing import serve_app
+from mcpgym.testing import serve_app, serve_gym
 from mcpgym.wrapping import wrap
 from tests.conftest import stdio_command
 from tests.wrap_everything import EVERYTHING, Everything
@@ -289,3 +289,48 @@ async def test_bad_stdout_is_summarised_once_per_episode(caplog: pytest.LogCaptu
     assert not [r for r in caplog.records if "Failed to parse JSONRPC" in r.getMessage()]
     summaries = [r for r in caplog.records if "line(s) to stdout that are not JSON-RPC" in r.getMessage()]
     assert len(summaries) == 1 and "this is not JSON-RPC" in summaries[0].getMessage()
+
+
+COUNTER = [sys.executable, str(EVERYTHING.parent.parent.parent.parent / "wrap_server.py")]
+
+
+def _pool_of(gym: GymServer, env: Any) -> Any:
+    return gym.registry.hosts[0].state[("mcpgym.wrap.pool", id(env.config))]
+
+
+async def test_a_server_fills_its_warm_pool_as_it_starts() -> None:
+    Env = wrap(COUNTER, tools=["increment"], warm=2)
+    async with serve_gym(Env) as (gym, _url):
+        pool = _pool_of(gym, Env)
+        with anyio.fail_after(60):
+            while pool.ready < 2:  # no reset has come: the server started filling it itself
+                await pool.changed()
+        assert pool.spawned == 2 and pool.hits == 0
+
+
+async def test_a_burst_of_resets_starts_no_more_servers_than_it_needs() -> None:
+    # Two waiting, four resets at once: two take those; the others take a refill or start their
+    # own, and no reset starts one beside a refill nobody else waits for.
+    Env = wrap(COUNTER, tools=["increment"], warm=2)
+    async with serve_gym(Env) as (gym, url):
+        pool = _pool_of(gym, Env)
+        with anyio.fail_after(60):
+            while pool.ready < 2:
+                await pool.changed()
+        texts: list[str] = []
+
+        async def episode() -> None:
+            async with mcpgym.connect(url) as env:
+                await env.reset()
+                texts.append((await env.call_tool("increment")).text)
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    tg.start_soon(episode)
+        assert texts == ["1"] * 4 and pool.hits >= 2 and pool.hits + pool.on_the_spot == 4
+        with anyio.fail_after(60):
+            while pool.ready < 2:
+                await pool.changed()
+        # Every server started was needed: one per reset, and two waiting again.
+        assert pool.spawned + pool.on_the_spot == 4 + 2

@@ -114,6 +114,12 @@ class Environment:
         or None). Every client sees the class's tools; `mcpgym.wrap` classes override it."""
         return cls.__mcpgym_tools__
 
+    @classmethod
+    async def start_hosting(cls, host: Host) -> None:
+        """Called when a server that serves the class starts, with its host, before any episode:
+        start what its episodes will share (`mcpgym.wrap`'s warm pool). Override; the default
+        does nothing. A failure is logged, and the server starts all the same."""
+
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Start an episode and return its first observation. Override; the default returns None."""
         return None

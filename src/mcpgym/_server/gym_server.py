@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from mcpgym._server.peer import SessionPeer, set_level
 from mcpgym._server.registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
+logger = logging.getLogger("mcpgym")
 
 _HOST = "mcpgym.host"
 """The lifespan state key of the `Host` that serves a connection's episodes."""
@@ -176,6 +178,7 @@ class GymServer:
         async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
             host = Host(held)
+            await _start_hosting(self.env_cls, host)
             self.registry.hosts.append(host)
             self._lifespans += 1
             try:
@@ -287,6 +290,13 @@ class GymServer:
         return await serve_http(
             app, host, port, on_ready=on_ready, header_timeout=header_timeout, max_connections=max_connections
         )
+
+
+async def _start_hosting(env_cls: type[Environment], host: Host) -> None:
+    try:
+        await env_cls.start_hosting(host)
+    except Exception:
+        logger.exception("%s.start_hosting failed; the server starts all the same", env_cls.__name__)
 
 
 def _version() -> str:

@@ -126,10 +126,16 @@ class WarmPool:
         self._ready: MemoryObjectReceiveStream[tuple[Instance, Release]] | None = None
         self._free = anyio.Semaphore(size)
         self._changed = anyio.Event()
+        self._starting = 0
+        """Instances the pool is starting now."""
+        self._waiting = 0
+        """Resets waiting for one of those (rather than starting another beside them)."""
         self.spawned = 0
         """Instances the pool has started."""
         self.hits = 0
         """Resets served by an instance that was already running."""
+        self.on_the_spot = 0
+        """Resets that found no instance waiting nor one starting for them, and started their own."""
         self.dead = 0
         """Waiting instances found dead when a reset came for them (then passed over)."""
 
@@ -166,9 +172,8 @@ class WarmPool:
         capability the pool's instances do not (they declare none, as RL clients do)."""
         assert self._host is not None and self._ready is not None
         while not network and not wanted(capabilities):
-            try:
-                ready = self._ready.receive_nowait()
-            except anyio.WouldBlock:
+            ready = await self._next_ready()
+            if ready is None:
                 break
             self._free.release()
             self._notify()
@@ -177,16 +182,38 @@ class WarmPool:
                 return ready
             self.dead += 1
             await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
+        self.on_the_spot += 1
         return await self._host.enter(self.launcher.start(network=network, capabilities=capabilities))
+
+    async def _next_ready(self) -> tuple[Instance, Release] | None:
+        """A waiting instance, or one the pool is starting that no other reset waits for (a
+        burst of resets does not start more servers than it needs beside the pool's); None
+        when neither."""
+        assert self._ready is not None
+        while True:
+            try:
+                return self._ready.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            if self._starting <= self._waiting:
+                return None
+            self._waiting += 1
+            try:
+                await self.changed()
+            finally:
+                self._waiting -= 1
 
     async def _fill(self) -> None:
         assert self._host is not None and self._send is not None
         backoff = 0.5
         while True:
             await self._free.acquire()
+            self._starting += 1
             try:
                 ready = await self._host.enter(self.launcher.start())
             except Exception:
+                self._starting -= 1
+                self._notify()
                 self._free.release()
                 logger.exception("starting a warm instance failed; retrying in %.1fs", backoff)
                 await anyio.sleep(backoff)  # pacing retries of a failing command, not synchronisation
@@ -194,6 +221,7 @@ class WarmPool:
                 continue
             backoff = 0.5
             self.spawned += 1
+            self._starting -= 1
             self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
             self._notify()
 

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from mcpgym._core.errors import INVALID_PARAMS, MCPError, ToolError
 from mcpgym._episode.catalog import URI_PREFIX, Task
 from mcpgym._episode.environment import LEDGER, Environment
+from mcpgym._episode.host import Host
 from mcpgym._episode.peer import PEER
 from mcpgym._episode.tools import BoundTool
 from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
@@ -172,17 +173,28 @@ class WrappedEnvironment(Environment):
         return self.config.launcher.start(network=network, capabilities=capabilities)
 
     async def _warm_pool(self) -> WarmPool | None:
-        """This host's warm pool for this class, started by the first reset that wants one (it
-        lives as long as the host: a server, or an in-process client)."""
-        if not self.config.warm or self.host is None:
+        if self.host is None:
             return None
-        key = ("mcpgym.wrap.pool", id(self.config))
-        lock: anyio.Lock = self.host.state.setdefault((*key, "lock"), anyio.Lock())
+        return await self._pool_of(self.host)
+
+    @classmethod
+    async def start_hosting(cls, host: Host) -> None:
+        """A server starts filling its warm pool as it starts (the first resets find it filling)."""
+        await cls._pool_of(host)
+
+    @classmethod
+    async def _pool_of(cls, host: Host) -> WarmPool | None:
+        """The host's warm pool for this class, started by the server as it starts, or in-process
+        by the first reset (it lives as long as the host: a server, or an in-process client)."""
+        if not cls.config.warm:
+            return None
+        key = ("mcpgym.wrap.pool", id(cls.config))
+        lock: anyio.Lock = host.state.setdefault((*key, "lock"), anyio.Lock())
         async with lock:
-            pool: WarmPool | None = self.host.state.get(key)
+            pool: WarmPool | None = host.state.get(key)
             if pool is None:
-                pool, _ = await self.host.enter(WarmPool(self.config.launcher, self.config.warm).running())
-                self.host.state[key] = pool
+                pool, _ = await host.enter(WarmPool(cls.config.launcher, cls.config.warm).running())
+                host.state[key] = pool
         return pool
 
     async def forward(self, tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
