@@ -26,7 +26,7 @@ import mcpgym
 from mcpgym._server.gym_server import GymServer
 from mcpgym.testing import serve_app, serve_gym
 from mcpgym.wrapping import wrap
-from tests.conftest import stdio_command
+from tests.conftest import DOORS, door, stdio_command
 from tests.wrap_everything import EVERYTHING, Everything
 
 pytestmark = pytest.mark.anyio
@@ -139,6 +139,24 @@ async def test_in_process_the_tools_are_those_of_a_client_declaring_nothing() ->
     async with mcpgym.connect(Everything) as env:
         ours = await env.list_tools()
     assert _dump(ours) == _dump(theirs)
+
+
+@pytest.mark.parametrize("kind", DOORS)
+async def test_mcpgym_clients_get_every_tool_field_on_every_door(kind: str) -> None:
+    async with direct(Driver()) as plain:
+        theirs = (await plain.list_tools()).tools
+    async with door(kind, Everything) as target, mcpgym.connect(target) as env:
+        ours = await env.list_tools()
+        await env.reset()
+        step = await env.call_tool("get-structured-content", {"location": "New York"})
+    if kind != "inprocess":
+        # mcpgym's clients speak 2026-07-28, which has no task-augmented execution: the SDK
+        # leaves `execution` out of that wire (plain clients on 2025-11-25 get it, as above).
+        theirs = [t.model_copy(update={"execution": None}) for t in theirs]
+    assert _dump(ours) == _dump(theirs)
+    async with direct(Driver()) as plain:
+        result = await plain.call_tool("get-structured-content", {"location": "New York"})
+    assert step.observation.structured_content == result.structured_content and math.isnan(step.reward)
 
 
 @pytest.mark.parametrize("door", WRAPPED_DOORS)
