@@ -488,7 +488,7 @@ async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
     Env = wrap([*SERVER, "--marker", marker], tools=["pid", "increment"], warm=2)
     async with mcpgym.connect(Env) as env:
         await env.reset()  # starts the pool; this reset spawns its own instance
-        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
         with anyio.fail_after(30):
             while pool.ready < 2:
                 await pool.changed()
@@ -514,7 +514,7 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
     async with mcpgym.connect(Env) as env:
         await env.reset()  # starts the pool; this reset spawns its own instance
         own = int((await env.call_tool("pid")).text)
-        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
         with anyio.fail_after(30):
             while pool.ready < 1:
                 await pool.changed()
@@ -564,7 +564,7 @@ async def test_the_warm_pool_when_the_command_starts_failing(marker: str, readab
     Env = wrap([*SERVER, "--marker", marker, "--exit-if-exists", str(flag)], tools=["increment"], warm=1)
     async with mcpgym.connect(Env) as env:
         await env.reset()
-        pool = env._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
         with anyio.fail_after(30):
             while pool.ready < 1:
                 await pool.changed()

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import mcpgym
-from mcpgym.wrapping import FileCheck, Sandbox, TaskSpec, Verify, wrap
+from mcpgym.wrapping import FileCheck, Sandbox, TaskSpec, Verify, prepare, wrap
 from tests.wrap_envs import FILESYSTEM, HERE, uid_locks_in
 
 pytestmark = pytest.mark.anyio
@@ -158,7 +159,7 @@ def _host_pids(marker: str) -> list[int]:
 
 def test_a_tools_list_that_paginates_forever_is_refused() -> None:
     with pytest.raises(RuntimeError, match=r"tools/list went on past 100 pages"):
-        wrap([*HOSTILE, "paginate"])
+        anyio.run(prepare, wrap([*HOSTILE, "paginate"]))  # wrap() starts nothing: the first listing refuses
 
 
 async def test_a_huge_result_is_an_error_and_the_episode_goes_on() -> None:
@@ -217,7 +218,7 @@ def _parse(argv: list[str]) -> Any:
 
 def test_npx_without_network_fails_at_once_and_says_what_to_do() -> None:
     with pytest.raises(RuntimeError) as caught:
-        wrap(["npx", "-y", "@modelcontextprotocol/server-memory@2026.8.31"], start_timeout=25)
+        anyio.run(prepare, wrap(["npx", "-y", "@modelcontextprotocol/server-memory@2026.8.31"], start_timeout=25))
     said = str(caught.value)
     assert "exited before it answered initialize" in said, said  # not a 25 s wait for initialize
     assert "npx fetches the server at run time" in said and "npm install" in said
