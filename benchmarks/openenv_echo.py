@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openenv.core.client_types import StepResult  # type: ignore[import-not-found]
-from openenv.core.env_client import EnvClient  # type: ignore[import-not-found]
-from openenv.core.env_server.http_server import create_fastapi_app  # type: ignore[import-not-found]
-from openenv.core.env_server.interfaces import Environment  # type: ignore[import-not-found]
-from openenv.core.env_server.types import Action, Observation, State  # type: ignore[import-not-found]
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
