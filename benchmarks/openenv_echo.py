@@ -1,6 +1,6 @@
 """OpenEnv's side of `bench_vector`: an echo environment on OpenEnv's server, driven by its
-WebSocket client, n episodes at once. Runs under a Python with `openenv` (or `openenv-core`)
-installed, never ours (tests/openenv/.venv by default), started by `benchmarks.bench_vector`:
+WebSocket client, n episodes at once. Runs under a Python with `openenv-core` installed (a
+throwaway venv: it is no dependency of ours), started by `benchmarks.bench_vector`:
 
     OPENENV_PYTHON -m benchmarks.openenv_echo run N SECONDS   # prints one JSON line
 
@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openenv.core.client_types import StepResult  # type: ignore[import-not-found,unused-ignore]
-from openenv.core.env_client import EnvClient  # type: ignore[import-not-found,unused-ignore]
-from openenv.core.env_server.http_server import create_fastapi_app  # type: ignore[import-not-found,unused-ignore]
-from openenv.core.env_server.interfaces import Environment  # type: ignore[import-not-found,unused-ignore]
-from openenv.core.env_server.types import Action, Observation, State  # type: ignore[import-not-found,unused-ignore]
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -186,6 +186,26 @@ async def test_bad_frames_are_answered_and_the_server_keeps_serving() -> None:
 
 
 @pytest.mark.anyio
+async def test_sessions_count_against_the_episode_limit() -> None:
+    gym = GymServer(Echo, max_episodes=1)
+    async with serve_app(gym.http_app(openenv=True)) as base:
+        ws_url = base.replace("http", "ws", 1) + "/ws"
+        async with ws_connect(ws_url) as first:
+            await first.send(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(await first.recv())["type"] == "observation"
+            async with ws_connect(ws_url) as second:  # no place for its session: told so, then closed
+                reply = json.loads(await second.recv())
+                assert reply["data"]["code"] == "CAPACITY_REACHED"
+                with pytest.raises(ConnectionClosed):
+                    await second.recv()
+            async with httpx.AsyncClient() as client:
+                assert (await client.post(f"{base}/reset", json={})).status_code == 503
+        async with ws_connect(ws_url) as third:  # the first one's place is free again
+            await third.send(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(await third.recv())["type"] == "observation"
+
+
+@pytest.mark.anyio
 async def test_websocket_handshakes_get_mcps_host_and_origin_checks() -> None:
     gym = GymServer(Echo)
     async with serve_app(gym.http_app(openenv=True)) as base:

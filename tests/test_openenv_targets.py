@@ -140,3 +140,13 @@ def test_a_remote_result_cannot_stamp_a_reward_or_pass_for_mcp_content() -> None
     with pytest.raises(mcpgym.ToolError, match="boom"):
         mcp_result({"tool_name": "x", "error": {"error_type": "execution_error", "message": "boom"}})
     assert json_result({"hint": "h", "reward": 5, "done": True}).structured_content == {"hint": "h"}
+
+
+@pytest.mark.anyio
+async def test_a_run_spec_names_an_openenv_class_with_its_interpreter_in_args(oe_python: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "mcpgym.yaml"
+    spec.write_text(f"environment: 'openenv:{ENVS}:Counter'\nargs: {{python: '{oe_python}'}}\n")
+    async with mcpgym.connect(str(spec)) as env:
+        await env.reset(options={"target": 2})
+        won = await env.step(call("add", n=2))
+        assert (won.reward, won.done) == (1.0, True)

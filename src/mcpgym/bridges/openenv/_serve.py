@@ -390,7 +390,8 @@ class OpenEnvDoor:
         except SessionError as exc:
             return _frame("error", {"message": str(exc), "code": exc.code})
         except MCPError as exc:
-            return _frame("error", {"message": exc.message, "code": wire.EXECUTION_ERROR})
+            code = wire.CAPACITY_REACHED if exc.code == AT_CAPACITY else wire.EXECUTION_ERROR
+            return _frame("error", {"message": exc.message, "code": code, **_capacity(exc)})
 
     async def _act(self, session_id: str, action: wire.CallToolAction | wire.ListToolsAction) -> JSONObject:
         episode = await self.sessions.episode(session_id)
@@ -441,6 +442,14 @@ def _unprocessable(exc: ValidationError) -> Response:
 def _server_error(exc: MCPError) -> Response:
     status = 503 if exc.code == AT_CAPACITY else 500
     return JSONResponse({"detail": exc.message}, status_code=status)
+
+
+def _capacity(exc: MCPError) -> JSONObject:
+    """OpenEnv's capacity fields, from the registry's refusal (`live_episodes`, `max_episodes`)."""
+    data = exc.data if exc.code == AT_CAPACITY and isinstance(exc.data, dict) else {}
+    if "max_episodes" not in data:
+        return {}
+    return {"active_sessions": data.get("live_episodes"), "max_sessions": data["max_episodes"]}
 
 
 def _frame(kind: str, data: JSONObject) -> str:
