@@ -8,8 +8,6 @@ without it, importing this package says so.
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from typing import Any
 
 try:
@@ -20,6 +18,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs
     ) from exc
 
 from mcpgym._targets.target import ParsedTarget, TargetError
+from mcpgym.bridges._query import parse_query, query_text
 from mcpgym.bridges.gymnasium._environment import GymnasiumEnvironment, environment_class
 from mcpgym.bridges.gymnasium._make import ENV_ID, AnyText, MCPGymnasiumEnv, make, register
 
@@ -44,7 +43,7 @@ def target(rest: str, args: dict[str, Any]) -> ParsedTarget:
     (`is_slippery=false`, `map_size=8`), text otherwise (`map_name=8x8`); a run spec's `args`
     add to them. The class is built once per id and keyword arguments (the same text, the same class)."""
     env_id, _, query = rest.partition("?")
-    kwargs = {**_query(rest, query), **args}
+    kwargs = {**parse_query(f"gym:{rest}", query), **args}
     text = spec_text(env_id, kwargs)
     cls = _CLASSES.get(text)
     if cls is None:
@@ -59,21 +58,4 @@ def target(rest: str, args: dict[str, Any]) -> ParsedTarget:
 
 def spec_text(env_id: str, kwargs: dict[str, Any]) -> str:
     """The text that names `gymnasium.make(env_id, **kwargs)` as a target (another process parses it)."""
-    if not kwargs:
-        return f"gym:{env_id}"
-    query = urllib.parse.urlencode({key: json.dumps(value) for key, value in sorted(kwargs.items())})
-    return f"gym:{env_id}?{query}"
-
-
-def _query(rest: str, query: str) -> dict[str, Any]:
-    try:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=True) if query else []
-    except ValueError:
-        raise TargetError(f"gym:{rest}: keyword arguments are written ?key=value&key=value", forms=False) from None
-    kwargs: dict[str, Any] = {}
-    for key, value in pairs:
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return kwargs
+    return f"gym:{env_id}{query_text(kwargs)}"
