@@ -169,7 +169,7 @@ def test_the_reported_cli_failure_check_takes_a_module(env_dir: Path) -> None:
     out = _mcpgym("check", "myenv.py", cwd=env_dir)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr
     out = _mcpgym("tools", "myenv", cwd=env_dir)
-    assert out.returncode == 0 and out.stdout.startswith("say(text)"), out.stderr
+    assert out.returncode == 0 and out.stdout.startswith("say(text: string)"), out.stderr
 
 
 def test_the_reported_harness_failure_a_file_gets_a_config_that_launches(

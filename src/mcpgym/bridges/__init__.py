@@ -1,1 +1,3 @@
 """Bridges to other frameworks' environments and clients."""
+
+__all__: list[str] = []
