@@ -39,12 +39,10 @@ from typing import Annotated, Any, ClassVar, TypeVar
 import anyio
 from pydantic import Field
 
-try:
+from mcpgym._core.extras import needs
+
+with needs("textarena", "the TextArena bridge (textarena: targets)"):
     import textarena  # type: ignore[import-untyped]
-except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs the extra
-    raise ModuleNotFoundError(
-        f"the TextArena bridge needs the textarena extra: pip install 'mcpgym[textarena]' ({exc})", name=exc.name
-    ) from exc
 
 from mcpgym._episode.environment import Environment, Reset
 from mcpgym._episode.tools import tool

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
+from mcpgym._core.extras import needs
+
+with needs("gymnasium", "the Gymnasium bridge (gym: targets, mcpgym.gymnasium)"):
     import gymnasium
-except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs the extra
-    raise ModuleNotFoundError(
-        f"the Gymnasium bridge needs the gymnasium extra: pip install 'mcpgym[gymnasium]' ({exc})", name=exc.name
-    ) from exc
 
 from mcpgym._targets.target import ParsedTarget, TargetError
 from mcpgym.bridges._query import parse_query, query_text
