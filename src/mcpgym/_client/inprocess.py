@@ -90,7 +90,7 @@ class InProcessDoor:
         episode = Episode(env, episode_id, owns_env=self._shared is None, host=self._host)
         self._episode = episode
         try:
-            return await episode.start(seed, options)
+            return await episode.start(seed, options, self._task_list)
         except BaseException:
             await self._drop_episode()  # as the server does: a failed reset leaves nothing open
             raise
@@ -123,6 +123,9 @@ class InProcessDoor:
                 await _run_user(instance.close)
         # As over MCP, where each prompt's text costs a `prompts/get` that `prompts=False` skips.
         return tasks if prompts else [task.model_copy(update={"prompt": ""}) for task in tasks]
+
+    async def _task_list(self) -> list[Task]:
+        return await self.list_tasks(None, prompts=False)
 
     async def _drop_episode(self) -> None:
         episode, self._episode = self._episode, None

@@ -165,6 +165,7 @@ class GymServer:
         """Per HTTP session: its implicit episode (and the lock that starts it), until it ends."""
         self._tools: types.ListToolsResult | None = None  # on first use: a wrapped class's are listed late
         self.catalog = CatalogHandlers(factory, self._start_task)
+        self.registry.tasks = self._catalog_tasks
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
             version=_version(),
@@ -279,6 +280,9 @@ class GymServer:
             lock: anyio.Lock | None = state.get(_IMPLICIT + ".lock")
             if episode is not None and episode.closed and (lock is None or not lock.locked()):
                 del self._sessions[session]
+
+    async def _catalog_tasks(self) -> list[Task]:
+        return (await self.catalog.catalog()).tasks
 
     async def _implicit(self, ctx: Ctx, state: dict[str, Any], task: Task | None = None) -> Episode:
         """The caller's implicit episode (started on `task`, when one is given)."""
