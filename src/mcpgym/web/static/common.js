@@ -145,6 +145,17 @@ function json(value) {
   return JSON.stringify(value, null, 2);
 }
 
+// "1 episode", "3 episodes".
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+// A step's duration: "1.5s", "12 ms", "<1 ms" (a recorded 0.0004 is not "0s").
+function took(seconds) {
+  if (seconds >= 1) return `${fmt(seconds)}s`;
+  return seconds >= 0.001 ? `${Math.round(seconds * 1000)} ms` : "<1 ms";
+}
+
 function fmt(number) {
   if (typeof number !== "number") return String(number);
   return Number.isInteger(number) ? String(number) : number.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");

@@ -44,7 +44,7 @@ async function load() {
   banner(null);
   document.title = page.info.environment + " · mcpgym";
   document.getElementById("env-name").textContent = page.info.environment;
-  document.getElementById("env-description").textContent = prose(page.info.description);
+  document.getElementById("env-description").replaceChildren(...inlineMarkdown(prose(page.info.description)));
   renderTools(page.info.tools);
   syncButtons();
   if (page.episodeId) watch(page.episodeId, -1);
@@ -78,7 +78,7 @@ function toolCard(tool) {
   });
   const form = h("form", { class: "card tool", "data-tool": tool.name, novalidate: true },
     h("div", { class: "tool-head" }, h("h3", {}, tool.name), toggle),
-    tool.description ? h("p", { class: "description" }, prose(tool.description)) : null,
+    tool.description ? h("p", { class: "description" }, inlineMarkdown(prose(tool.description))) : null,
     args.empty ? h("p", { class: "note" }, "no arguments") : args.el,
     raw, error,
     h("button", { type: "submit", class: "call" }, "Call " + tool.name));
