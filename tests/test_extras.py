@@ -77,11 +77,19 @@ def test_a_missing_optional_module_names_its_extra(case: str) -> None:
     assert f"No module named '{modules[0]}" in last, done.stderr  # (or a submodule of it)
 
 
-def test_the_cli_says_it_in_one_line() -> None:
-    done = _without(["gymnasium"], "from mcpgym._cli.main import main\nmain(['tools', 'gym:CartPole-v1'])")
+@pytest.mark.parametrize(
+    ("modules", "argv", "extra"),
+    [
+        (["gymnasium"], ["tools", "gym:CartPole-v1"], "gymnasium"),
+        (["ray"], ["tools", "mcpgym.pool.ray:RayPool"], "ray"),
+        (["websockets", "wsproto"], ["serve", "mcpgym.servers.echo", "--http", "--openenv", "--port", "0"], "openenv"),
+    ],
+)
+def test_the_cli_says_it_in_one_line(modules: list[str], argv: list[str], extra: str) -> None:
+    done = _without(modules, f"from mcpgym._cli.main import main\nmain({argv!r})")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("mcpgym: ") and "pip install 'mcpgym[gymnasium]'" in line
+    assert line.startswith("mcpgym: ") and f"pip install 'mcpgym[{extra}]'" in line
 
 
 def test_a_missing_humaneval_names_the_coding_extra() -> None:
