@@ -260,3 +260,12 @@ async def test_an_unknown_task_id_is_said_once_with_some_valid_ids(kind: str, ca
         with pytest.raises(MCPError, match=r"Levels\.reset raised RuntimeError: level 3 is broken") as broken:
             await env.reset(options={"task_id": "level/3"})  # a listed task whose reset fails is a bug
         assert broken.value.error.code != INVALID_PARAMS
+
+
+async def test_a_wrapped_server_says_the_same_of_an_unknown_task_id(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.wrap_envs import WrappedCounter
+
+    async with mcpgym.connect(mcpgym.GymServer(WrappedCounter)) as env:
+        with pytest.raises(MCPError, match=r"^Unknown task_id 'nope'\. This environment's tasks include: reach-3 \("):
+            await env.reset(options={"task_id": "nope"})
+    assert not [r for r in caplog.records if r.exc_info]
