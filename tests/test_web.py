@@ -291,6 +291,23 @@ def test_blackjack_page_shows_the_table_as_it_is_now_and_ends_the_episode(page: 
         shot(page, "blackjack-finished")
 
 
+def test_a_gymnasium_frame_shows_its_text_with_the_agent_marked_and_its_image(page: Page) -> None:
+    with served(mcpgym.GymServer(mcpgym.load_environment("gym:FrozenLake-v1")).http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        page.fill("#seed", "0")
+        page.click("#reset")
+        observation = page.locator("#observation")
+        expect(observation.locator("mark.ansi")).to_have_text("S")  # the agent's cell, coloured on a terminal
+        expect(observation.locator("img.result-image")).to_have_count(1)  # the rgb_array frame
+        assert "[41m" not in observation.inner_text() and "[41m" not in page.locator("#result").inner_text()
+        step = tool(page, "step")
+        step.locator("input").first.fill("2")
+        step.locator("button.call").click()
+        expect(page.locator("#history > li")).to_have_count(1)
+        expect(observation.locator("mark.ansi")).to_have_count(1)
+        shot(page, "gym-frozenlake")
+
+
 def test_the_result_stays_in_view_after_a_tool_far_down_the_list(page: Page) -> None:
     from tests.web_envs import ManyTools
 

@@ -251,12 +251,14 @@ function showObservation(state, fallbackCaption, fallback) {
 }
 
 function renderRender(render) {
+  // EpisodeState.render as the server sends it (snake_case: a Rendering, not an MCP content block).
   const box = h("div", { class: "render" });
-  if (render.image && SAFE_IMAGE.test(render.mimeType || "") && BASE64.test(render.image)) {
-    box.append(h("img", { class: "result-image", alt: "render (" + render.mimeType + ")", src: `data:${render.mimeType};base64,${render.image}` }));
+  const mime = render.mime_type || "";
+  if (render.image && SAFE_IMAGE.test(mime) && BASE64.test(render.image)) {
+    box.append(h("img", { class: "result-image", alt: `render (${mime})`, src: `data:${mime};base64,${render.image}` }));
   }
   if (render.markdown) box.append(markdownBlock(render.markdown));
-  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  else if (render.text) box.append(textBlock(render.text));
   return box;
 }
 

@@ -214,7 +214,7 @@ function recordedRender(render) {
   const box = h("div", { class: "render" });
   if (render.image) box.append(renderContent(render.image));
   if (render.markdown) box.append(markdownBlock(render.markdown));
-  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  else if (render.text) box.append(textBlock(render.text));
   return box;
 }
 
