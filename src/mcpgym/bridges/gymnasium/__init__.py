@@ -29,10 +29,8 @@ __all__ = [
     "AnyText",
     "GymnasiumEnvironment",
     "MCPGymnasiumEnv",
-    "environment_class",
     "make",
     "spec_text",
-    "target",
 ]
 
 _CLASSES: dict[str, type[GymnasiumEnvironment]] = {}
