@@ -19,9 +19,10 @@ network access; a task's `setup` commands run before its server starts. See docs
 and rfcs/0015-wrapping-mcp-servers.md.
 
 `wrap()` starts nothing: the wrapped server is started once, to list its tools, when the class's
-tools are first needed. Serving the class (`mcpgym serve`, `GymServer`) lists them before the
-first request without blocking the event loop; in async code of your own, `await prepare(Env)`
-does it the same way (a plain first read of the tools blocks its thread while the server starts).
+tools are first needed. Serving the class (`mcpgym serve`, `GymServer`) and `mcpgym.connect(Env)`
+list them before the first request without blocking the event loop; in other async code of your
+own, `await prepare(Env)` does it the same way (a plain first read of the tools blocks its thread
+while the server starts).
 """
 
 from __future__ import annotations
