@@ -4,6 +4,7 @@ hook however many classes it makes (#22 item 8): each test fails on the eager wr
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
 import shlex
 import sys
@@ -95,3 +96,12 @@ async def test_connecting_to_a_wrapped_class_leaves_the_event_loop_running(tmp_p
         tg.start_soon(connector)  # first: it runs until it waits
         tg.start_soon(opener)
     assert sorted(order) == ["connected", "gate opened"]
+
+
+def test_wrap_has_one_signature() -> None:
+    from mcpgym._wrap import _proxy
+
+    # The lazy wrap is the eager one's parameters, not a copy of them kept in step by hand.
+    assert getattr(wrap, "__wrapped__", None) is _proxy.wrap
+    assert inspect.signature(wrap) == inspect.signature(_proxy.wrap) and mcpgym.wrap is wrap
+    assert "Returns at once" in (wrap.__doc__ or "")

@@ -23,6 +23,7 @@ from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, INVALID_PARAMS, METHOD
 
 from mcpgym._core.batch import BatchStep, StepsParams, StepsRequest, StepsResult
 from mcpgym._core.errors import MCPError
+from mcpgym._core.fastpath import trusted
 from mcpgym._core.protocol import (
     STEP_KEY,
     CloseRequest,
@@ -38,7 +39,7 @@ from mcpgym._core.protocol import (
     new_episode_id,
     split_meta,
 )
-from mcpgym._core.types import EpisodeState, ToolStep, tool_step, trusted, unknown_tool_step
+from mcpgym._core.types import EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym._episode.catalog import Task, task_of
 
 MAX_PAGES = 1000
