@@ -51,7 +51,7 @@ from mcpgym._episode.tools import tool
 from mcpgym._targets.target import ParsedTarget, TargetError
 from mcpgym.bridges._query import parse_query, query_text
 
-__all__ = ["Match", "TextArenaEnvironment", "target"]
+__all__ = ["Match", "TextArenaEnvironment"]  # `target`: the scheme's hook (SCHEMES), not a public name
 
 T = TypeVar("T")
 
