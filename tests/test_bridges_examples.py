@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,11 @@ def test_every_example_the_bridges_page_shows_is_a_file_a_test_runs() -> None:
     for name in shown:
         assert (EXAMPLES / name).is_file(), name
         assert f'"{name}"' in tests or f'"{name.removesuffix(".py")}"' in tests, f"no test runs examples/{name}"
+
+
+def test_the_extras_the_messages_name_exist() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"openenv", "gymnasium", "textarena"} <= extras.keys()
 
 
 def _without(module: str, code: str) -> subprocess.CompletedProcess[str]:

@@ -113,6 +113,15 @@ def test_every_textarena_environment_passes_mcpgym_check(text: str) -> None:
     assert mcpgym.check_environment(environment(text), raise_on_error=False) == []
 
 
+OFFLINE = ["Nim", "ConnectFour", "Mastermind", "TowerOfHanoi", "Minesweeper", "Sudoku", "Crosswords", "KuhnPoker"]
+"""Games docs/bridges.md lists as loading without downloaded data or an API key."""
+
+
+@pytest.mark.parametrize("game", OFFLINE)
+def test_the_games_the_docs_list_as_needing_no_data_load_and_pass_mcpgym_check(game: str) -> None:
+    assert mcpgym.check_environment(environment(f"textarena:{game}-v0"), raise_on_error=False) == []
+
+
 async def test_two_mcp_clients_play_one_shared_match_over_http() -> None:
     """Each player is an MCP client in its own episode; turns alternate by construction."""
     cls = environment(TICTACTOE)
