@@ -22,16 +22,10 @@ from mcpgym.bridges.gymnasium._make import ENV_ID, AnyText, MCPGymnasiumEnv, mak
 
 register()
 
-__all__ = [
-    "ENV_ID",
-    "AnyText",
-    "GymnasiumEnvironment",
-    "MCPGymnasiumEnv",
-    "environment_class",
-    "make",
-    "spec_text",
-    "target",
-]
+# `target` (the `gym:` scheme's hook, named in mcpgym._targets.target.SCHEMES) and
+# `environment_class` stay out of the public names: mcpgym.trl.environment_class and the other
+# bridges' `target` already mean other things (tests/test_names.py).
+__all__ = ["ENV_ID", "AnyText", "GymnasiumEnvironment", "MCPGymnasiumEnv", "make", "spec_text"]
 
 _CLASSES: dict[str, type[GymnasiumEnvironment]] = {}
 
