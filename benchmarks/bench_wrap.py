@@ -15,6 +15,9 @@ step. In one run, interleaved round by round so that background load lands on al
 Resets: each reset starts a fresh server (no pool), or takes a started one (`warm=2`; the next
 reset waits until the pool has refilled, as it would between episodes of a real rollout).
 Prints medians and PASS when the in-process proxy adds under `TARGET` (10%) per step.
+
+First burst (`--burst-only` for just this): 8 concurrent resets and a call each on one HTTP server,
+with no pool and with `warm=4` filled at start-up; the pool must not make it slower (#24).
 """
 
 from __future__ import annotations
@@ -90,12 +93,52 @@ async def resets(n: int) -> dict[str, float]:
     return {name: statistics.median(values) * 1e3 for name, values in timings.items()}
 
 
+async def burst(size: int, warm: int, rounds: int) -> dict[str, float]:
+    """`size` concurrent resets on one server (`mcpgym wrap --http` as a trainer meets it), each
+    followed by one call: with no pool, and with `warm` instances the server started filling as it
+    started (measured once it is full, as after start-up). Interleaved round by round."""
+    from mcpgym.testing import serve_gym
+
+    cold = mcpgym.wrap(SERVER, tools=["increment"])
+    pooled = mcpgym.wrap(SERVER, tools=["increment"], warm=warm)
+    timings: dict[str, list[float]] = {"burst, no pool": [], f"burst, warm {warm}": []}
+
+    async def one(url: str) -> None:
+        async with mcpgym.connect(url) as env:
+            await env.reset()
+            await env.call_tool("increment")
+
+    for _ in range(rounds):
+        for name, Env in (("burst, no pool", cold), (f"burst, warm {warm}", pooled)):
+            async with serve_gym(Env) as (gym, url):
+                if Env is pooled:
+                    pool: WarmPool = gym.registry.hosts[0].state[("mcpgym.wrap.pool", id(Env.config))]
+                    while pool.ready < warm:
+                        await pool.changed()
+                start = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for _ in range(size):
+                        tg.start_soon(one, url)
+                timings[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e3 for name, values in timings.items()}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200, help="timed calls per door per round (%(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (%(default)s)")
     parser.add_argument("--resets", type=int, default=10, help="timed resets each way (%(default)s)")
+    parser.add_argument("--burst", type=int, default=8, help="concurrent resets in the first burst (%(default)s)")
+    parser.add_argument("--burst-only", action="store_true", help="measure only the first burst")
     args = parser.parse_args()
+    bursts = await burst(args.burst, 4, args.rounds)
+    if args.burst_only:
+        print("| what | median |\n|---|---:|")
+        for name, millis in bursts.items():
+            print(f"| {name} | {millis:,.0f} ms |")
+        cold, warm = bursts.values()
+        print(f"\nfirst burst with the pool: {cold / warm:.2f}x the speed of no pool (target >= 1)")
+        return
     step = {name: statistics.median(v) for name, v in (await steps(args.steps, args.rounds)).items()}
     reset = await resets(args.resets)
     overhead = step["wrapped"] / step["direct"] - 1
@@ -107,6 +150,10 @@ async def main() -> None:
     verdict = "PASS" if overhead < TARGET else "FAIL"
     print(f"\nproxy overhead in-process: {overhead:+.1%} per step (target < {TARGET:.0%}): {verdict}")
     print(f"warm pool: reset {reset['reset, no pool'] / reset['reset, warm pool']:.0f}x faster")
+    for name, millis in bursts.items():
+        print(f"| {name} | {millis:,.0f} ms |")
+    cold_burst, warm_burst = bursts.values()
+    print(f"first burst with the pool: {cold_burst / warm_burst:.2f}x the speed of no pool (target >= 1)")
 
 
 if __name__ == "__main__":

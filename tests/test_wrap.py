@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -426,7 +427,7 @@ async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
     async with mcpgym.connect(Env) as env:
         await env.reset()
         step = await env.call_tool("go")
-    assert step.reward == 0.0 and not step.done
+    assert math.isnan(step.reward) and not step.done  # its own forged reward is not ours: unscored
     assert "io.mcpgym/step" not in (step.observation.meta or {}), "the forged stamp reached the client"
 
 
@@ -487,8 +488,9 @@ async def test_a_rubric_call_to_a_hanging_server_ends_the_episode() -> None:
 async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
     Env = wrap([*SERVER, "--marker", marker], tools=["pid", "increment"], warm=2)
     async with mcpgym.connect(Env) as env:
-        await env.reset()  # starts the pool; this reset spawns its own instance
+        await env.reset()  # starts the pool, and takes the first instance it starts (no spawn beside it)
         pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        assert (pool.hits, pool.on_the_spot) == (1, 0)
         with anyio.fail_after(30):
             while pool.ready < 2:
                 await pool.changed()
@@ -499,7 +501,7 @@ async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
                     await pool.changed()
             await env.reset()
             assert (await env.call_tool("increment")).text == "1"  # a fresh server all the same
-        assert pool.hits == 3
+        assert pool.hits == 1 + 3
         with anyio.fail_after(30):
             while pool.ready < 2:
                 await pool.changed()
@@ -512,7 +514,7 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
 
     Env = wrap([*SERVER, "--marker", marker], tools=["increment", "pid"], warm=1, isolation="none")
     async with mcpgym.connect(Env) as env:
-        await env.reset()  # starts the pool; this reset spawns its own instance
+        await env.reset()  # starts the pool, and takes the first instance it starts
         own = int((await env.call_tool("pid")).text)
         pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
         with anyio.fail_after(30):
@@ -523,7 +525,7 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
         os.kill(waiting[0], signal.SIGKILL)
         await env.reset()
         assert (await env.call_tool("increment")).text == "1"
-        assert pool.dead == 1 and pool.hits == 0
+        assert pool.dead == 1 and pool.hits + pool.on_the_spot == 2  # the second: a refill, or its own
 
 
 async def test_a_client_leaving_does_not_stop_another_clients_server() -> None:

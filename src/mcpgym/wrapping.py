@@ -36,6 +36,7 @@ from typing import Any, cast
 from mcpgym._episode.tools import BoundTool, LazyTools, tools_ready
 from mcpgym._wrap import _proxy
 from mcpgym._wrap._proxy import WrapConfig, WrappedEnvironment
+from mcpgym._wrap._relay import OnNotification, ServerRequests
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext
 from mcpgym._wrap._sandbox import Isolation, Sandbox
 from mcpgym._wrap._tasks import FileCheck, TaskFileError, TaskSpec, Verify, load_tasks
@@ -83,6 +84,8 @@ def wrap(
     start_timeout: float = 30.0,
     finish_tool: str | None = None,
     name: str | None = None,
+    server_requests: ServerRequests = "forward",
+    on_notification: OnNotification | None = None,
 ) -> type[WrappedEnvironment]:
     """An environment class whose episodes each run a fresh instance of the MCP server `command`.
 
@@ -97,12 +100,23 @@ def wrap(
     `isolation`/`sandbox`, `call_timeout`, `start_timeout`: see rfcs/0015.
     Arguments of `command` may hold `{workspace}`, the episode's own directory.
 
+    What travels outside tool results (docs/wrapping.md, "What survives the wrap"): the wrapped
+    server's notifications reach the MCP client driving the episode (progress against its own
+    token, log messages at the level it chose, list changes) and `on_notification(notification)`
+    (sync or async; in-process, the only way to see them). `server_requests`: "forward" puts the
+    server's sampling, elicitation and roots requests to the driving client when it declared the
+    capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
+    model to sample from), with an error that says why, recorded in the episode's state
+    (`info["server_requests"]`); "refuse" refuses them always.
+
     Returns at once: what can be checked without the server (the program, the settings, the
     task file) is checked here; the server first starts when the tools are needed (see the
     module docstring), and a server that fails to start raises then.
     """
     argv = _proxy._absolute(shlex.split(command) if isinstance(command, str) else command)
     _check(argv, warm=warm, max_steps=max_steps, timeouts=(call_timeout, start_timeout))
+    if server_requests not in ("forward", "refuse"):
+        raise ValueError(f"server_requests must be 'forward' or 'refuse', not {server_requests!r}")
     task_list = tuple(load_tasks(tasks)) if isinstance(tasks, str | Path) else tasks
     cls_name = name or _proxy._class_name(argv)
     namespace: dict[str, Any] = {
@@ -132,6 +146,8 @@ def wrap(
             start_timeout=start_timeout,
             finish_tool=finish_tool,
             name=cls_name,
+            server_requests=server_requests,
+            on_notification=on_notification,
         )
         namespace["_built"].append(built)
         return dict(built.__mcpgym_tools__)

@@ -18,10 +18,11 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import anyio
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, MCPError
 from mcp.client.stdio import get_default_environment
@@ -31,6 +32,7 @@ from mcpgym._episode.host import Host, Release
 from mcpgym._isolation import cgroups, uids
 from mcpgym._isolation.tmpfs import mount_tmpfs
 from mcpgym._isolation.tree import remove_tree
+from mcpgym._wrap._relay import Passthrough, Relay, wanted
 from mcpgym._wrap._sandbox import Sandbox
 from mcpgym._wrap._stdio import MESSAGE_LIMIT, BoundedStdio
 from mcpgym._wrap._tasks import TaskSpec
@@ -51,6 +53,7 @@ class Instance:
     client: Client
     workspace: Path
     command: tuple[str, ...]
+    relay: Relay
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,23 @@ class Launcher:
     """Largest message taken from the server (a larger answer becomes an `isError` result)."""
     tool_pages: int = 100
     """Pages of `tools/list` read at start-up (a server that paginates forever fails to wrap)."""
+    passthrough: Passthrough = field(default_factory=Passthrough)
 
     @contextlib.asynccontextmanager
-    async def start(self, *, network: bool = False, task: TaskSpec | None = None) -> AsyncIterator[Instance]:
+    async def start(
+        self,
+        *,
+        network: bool = False,
+        task: TaskSpec | None = None,
+        capabilities: types.ClientCapabilities | None = None,
+    ) -> AsyncIterator[Instance]:
         """A running instance; with `task`, its files and set-up commands are in place first (a
-        server may check its workspace as it starts)."""
+        server may check its workspace as it starts). Its client declares `capabilities` (the
+        driving client's sampling, elicitation and roots: _relay)."""
         network = network or self.sandbox.network
+        relay = Relay(self.passthrough)
         async with contextlib.AsyncExitStack() as stack:
+            stack.callback(relay.summarise, shlex.join(self.argv))
             box = await stack.enter_async_context(self._box())
             values = {WORKSPACE: str(box.workspace), INSTANCE: box.workspace.name}
             argv = [_fill(arg, values) for arg in self.argv]
@@ -93,15 +106,16 @@ class Launcher:
             if task is not None:
                 await self._set_up(task, box, env, network)
             cmd = box.join(self.sandbox.command(argv, box.workspace, network=network, uid=box.uid))
-            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes)
+            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes, bad_line=relay.bad_line)
+            # The SDK's read timeout bounds the initialize handshake: a server that never
+            # answers fails its episode's reset instead of hanging it. (Each tool call
+            # passes its own timeout.)
+            client = Client(transport, read_timeout_seconds=self.start_timeout, **relay.client_options(capabilities))
             try:
-                # The SDK's read timeout bounds the initialize handshake: a server that never
-                # answers fails its episode's reset instead of hanging it. (Each tool call
-                # passes its own timeout.)
-                client = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.start_timeout))
+                client = await stack.enter_async_context(client)
             except Exception as exc:
                 raise WrappedServerError(self._why_not_started(exc, network)) from exc
-            yield Instance(client, box.workspace, tuple(argv))
+            yield Instance(client, box.workspace, tuple(argv), relay)
 
     def _environment(self, values: dict[str, str], network: bool) -> dict[str, str]:
         env = get_default_environment()
@@ -271,10 +285,16 @@ class WarmPool:
         self._ready: MemoryObjectReceiveStream[tuple[Instance, Release]] | None = None
         self._free = anyio.Semaphore(size)
         self._changed = anyio.Event()
+        self._starting = 0
+        """Instances the pool is starting now."""
+        self._waiting = 0
+        """Resets waiting for one of those (rather than starting another beside them)."""
         self.spawned = 0
         """Instances the pool has started."""
         self.hits = 0
         """Resets served by an instance that was already running."""
+        self.on_the_spot = 0
+        """Resets that found no instance waiting nor one starting for them, and started their own."""
         self.dead = 0
         """Waiting instances found dead when a reset came for them (then passed over)."""
 
@@ -304,12 +324,15 @@ class WarmPool:
                 fill.cancel_scope.cancel()
                 await self._host.aclose()  # every instance, waiting or handed out, is stopped
 
-    async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
+    async def take(
+        self, *, network: bool = False, capabilities: types.ClientCapabilities | None = None
+    ) -> tuple[Instance, Release]:
+        """A waiting instance; started on the spot for network access or a client declaring a
+        capability the pool's instances do not (they declare none, as RL clients do)."""
         assert self._host is not None and self._ready is not None
-        while not network:
-            try:
-                ready = self._ready.receive_nowait()
-            except anyio.WouldBlock:
+        while not network and not wanted(capabilities):
+            ready = await self._next_ready()
+            if ready is None:
                 break
             self._free.release()
             self._notify()
@@ -318,16 +341,38 @@ class WarmPool:
                 return ready
             self.dead += 1
             await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
-        return await self._host.enter(self.launcher.start(network=network))
+        self.on_the_spot += 1
+        return await self._host.enter(self.launcher.start(network=network, capabilities=capabilities))
+
+    async def _next_ready(self) -> tuple[Instance, Release] | None:
+        """A waiting instance, or one the pool is starting that no other reset waits for (a
+        burst of resets does not start more servers than it needs beside the pool's); None
+        when neither."""
+        assert self._ready is not None
+        while True:
+            try:
+                return self._ready.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            if self._starting <= self._waiting:
+                return None
+            self._waiting += 1
+            try:
+                await self.changed()
+            finally:
+                self._waiting -= 1
 
     async def _fill(self) -> None:
         assert self._host is not None and self._send is not None
         backoff = 0.5
         while True:
             await self._free.acquire()
+            self._starting += 1
             try:
                 ready = await self._host.enter(self.launcher.start())
             except Exception:
+                self._starting -= 1
+                self._notify()
                 self._free.release()
                 logger.exception("starting a warm instance failed; retrying in %.1fs", backoff)
                 await anyio.sleep(backoff)  # pacing retries of a failing command, not synchronisation
@@ -335,6 +380,7 @@ class WarmPool:
                 continue
             backoff = 0.5
             self.spawned += 1
+            self._starting -= 1
             self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
             self._notify()
 
@@ -358,12 +404,14 @@ async def _alive(instance: Instance) -> bool:
     return False
 
 
-def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:
+def pooled(
+    pool: WarmPool, *, network: bool, capabilities: types.ClientCapabilities | None = None
+) -> AbstractAsyncContextManager[Instance]:
     """An instance from `pool`, as a context the episode holds (leaving it stops the instance)."""
 
     @contextlib.asynccontextmanager
     async def hold() -> AsyncIterator[Instance]:
-        instance, release = await pool.take(network=network)
+        instance, release = await pool.take(network=network, capabilities=capabilities)
         try:
             yield instance
         finally:
