@@ -528,6 +528,41 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
         assert pool.dead == 1 and pool.hits + pool.on_the_spot == 2  # the second: a refill, or its own
 
 
+async def test_a_reset_cancelled_while_it_checks_a_pooled_instance_leaves_it_running_nowhere(
+    marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpgym._wrap import _instance
+
+    checking = anyio.Event()
+
+    async def stuck(instance: Any) -> bool:  # the liveness round trip of a reset, never answered
+        checking.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment"], warm=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()  # starts the pool
+        pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        monkeypatch.setattr(_instance, "_alive", stuck)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(env.reset)  # takes the waiting instance, and is cancelled as it checks it
+            await checking.wait()
+            tg.cancel_scope.cancel()
+        monkeypatch.undo()
+        # The pool refills; what runs of it is that refill only: the instance the cancelled
+        # reset took is stopped (it used to run on, held by the pool, until the pool closed),
+        # and so is the first episode's, which that reset ended.
+        with anyio.move_on_after(30):
+            while pool.ready < 1 or pool.live > 1:
+                await pool.changed()
+        assert (pool.ready, pool.live) == (1, 1), "a pooled instance runs that nobody holds"
+        assert len(_processes_with(marker)) >= 1  # the premise: the marker finds the pool's instance
+
+
 async def test_a_client_leaving_does_not_stop_another_clients_server() -> None:
     # Each in-memory client runs its own server lifespan: an episode lives in its own client's.
     gym = mcpgym.GymServer(WrappedCounter)

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -297,6 +298,8 @@ class WarmPool:
         """Resets that found no instance waiting nor one starting for them, and started their own."""
         self.dead = 0
         """Waiting instances found dead when a reset came for them (then passed over)."""
+        self.live = 0
+        """Instances of this pool running now: waiting, being checked, or handed out."""
 
     @property
     def ready(self) -> int:
@@ -304,7 +307,7 @@ class WarmPool:
         return 0 if self._ready is None else self._ready.statistics().current_buffer_used
 
     async def changed(self) -> None:
-        """Wait until an instance is started or taken (for tests and monitoring)."""
+        """Wait until an instance is started, taken or stopped (for tests and monitoring)."""
         await self._changed.wait()
 
     def _notify(self) -> None:
@@ -336,13 +339,34 @@ class WarmPool:
                 break
             self._free.release()
             self._notify()
-            if await _alive(ready[0]):
+            try:
+                alive = await _alive(ready[0])
+            except BaseException:
+                # The reset was cancelled while it checked this one: it is nobody's now, and
+                # would otherwise run, held by the pool, until the pool closes.
+                await ready[1]()
+                raise
+            if alive:
                 self.hits += 1
                 return ready
             self.dead += 1
             await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
         self.on_the_spot += 1
-        return await self._host.enter(self.launcher.start(network=network, capabilities=capabilities))
+        return await self._start(network=network, capabilities=capabilities)
+
+    async def _start(self, **options: Any) -> tuple[Instance, Release]:
+        assert self._host is not None
+        return await self._host.enter(self._counted(self.launcher.start(**options)))
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, instance: AbstractAsyncContextManager[Instance]) -> AsyncIterator[Instance]:
+        async with instance as started:
+            self.live += 1
+            try:
+                yield started
+            finally:
+                self.live -= 1
+                self._notify()
 
     async def _next_ready(self) -> tuple[Instance, Release] | None:
         """A waiting instance, or one the pool is starting that no other reset waits for (a
@@ -369,7 +393,7 @@ class WarmPool:
             await self._free.acquire()
             self._starting += 1
             try:
-                ready = await self._host.enter(self.launcher.start())
+                ready = await self._start()
             except Exception:
                 self._starting -= 1
                 self._notify()
