@@ -17,7 +17,8 @@ reset waits until the pool has refilled, as it would between episodes of a real 
 Prints medians and PASS when the in-process proxy adds under `TARGET` (10%) per step.
 
 First burst (`--burst-only` for just this): 8 concurrent resets and a call each on one HTTP server,
-with no pool and with `warm=4` filled at start-up; the pool must not make it slower (#24).
+with no pool and with `warm=4` (which the server fills as it starts): the burst arriving as the
+server starts, and once the pool is full; the pool must not make it slower (#24).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ async def resets(n: int) -> dict[str, float]:
             timings["reset, no pool"].append(time.perf_counter() - start)
     async with mcpgym.connect(warm) as env:
         await env.reset()  # starts the pool
-        pool: WarmPool = env._host.state[("mcpgym.wrap.pool", id(warm.config))]  # type: ignore[attr-defined]
+        pool: WarmPool = env.door._host.state[("mcpgym.wrap.pool", id(warm.config))]  # type: ignore[attr-defined]
         for _ in range(n):
             while pool.ready < 1:
                 await pool.changed()
@@ -95,13 +96,17 @@ async def resets(n: int) -> dict[str, float]:
 
 async def burst(size: int, warm: int, rounds: int) -> dict[str, float]:
     """`size` concurrent resets on one server (`mcpgym wrap --http` as a trainer meets it), each
-    followed by one call: with no pool, and with `warm` instances the server started filling as it
-    started (measured once it is full, as after start-up). Interleaved round by round."""
+    followed by one call: with no pool; with `warm` instances, the burst coming as the server
+    starts (the pool filling) and once the pool is full. Interleaved round by round."""
     from mcpgym.testing import serve_gym
 
     cold = mcpgym.wrap(SERVER, tools=["increment"])
     pooled = mcpgym.wrap(SERVER, tools=["increment"], warm=warm)
-    timings: dict[str, list[float]] = {"burst, no pool": [], f"burst, warm {warm}": []}
+    await mcpgym.wrapping.prepare(cold)  # tools listed once per class, before any timing
+    await mcpgym.wrapping.prepare(pooled)
+    kinds = {"burst, no pool": (cold, False), f"burst at start-up, warm {warm}": (pooled, False)}
+    kinds[f"burst, warm {warm} full"] = (pooled, True)
+    timings: dict[str, list[float]] = {name: [] for name in kinds}
 
     async def one(url: str) -> None:
         async with mcpgym.connect(url) as env:
@@ -109,9 +114,9 @@ async def burst(size: int, warm: int, rounds: int) -> dict[str, float]:
             await env.call_tool("increment")
 
     for _ in range(rounds):
-        for name, Env in (("burst, no pool", cold), (f"burst, warm {warm}", pooled)):
+        for name, (Env, full) in kinds.items():
             async with serve_gym(Env) as (gym, url):
-                if Env is pooled:
+                if full:
                     pool: WarmPool = gym.registry.hosts[0].state[("mcpgym.wrap.pool", id(Env.config))]
                     while pool.ready < warm:
                         await pool.changed()
@@ -136,8 +141,7 @@ async def main() -> None:
         print("| what | median |\n|---|---:|")
         for name, millis in bursts.items():
             print(f"| {name} | {millis:,.0f} ms |")
-        cold, warm = bursts.values()
-        print(f"\nfirst burst with the pool: {cold / warm:.2f}x the speed of no pool (target >= 1)")
+        print("\n" + _burst_verdict(bursts))
         return
     step = {name: statistics.median(v) for name, v in (await steps(args.steps, args.rounds)).items()}
     reset = await resets(args.resets)
@@ -152,8 +156,15 @@ async def main() -> None:
     print(f"warm pool: reset {reset['reset, no pool'] / reset['reset, warm pool']:.0f}x faster")
     for name, millis in bursts.items():
         print(f"| {name} | {millis:,.0f} ms |")
-    cold_burst, warm_burst = bursts.values()
-    print(f"first burst with the pool: {cold_burst / warm_burst:.2f}x the speed of no pool (target >= 1)")
+    print(_burst_verdict(bursts))
+
+
+def _burst_verdict(bursts: dict[str, float]) -> str:
+    cold, starting, full = bursts.values()
+    return (
+        f"first burst with the pool: {cold / starting:.2f}x the speed of no pool at start-up, "
+        f"{cold / full:.2f}x once full (target >= 1)"
+    )
 
 
 if __name__ == "__main__":

@@ -273,9 +273,12 @@ def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> in
 class WarmPool:
     """Up to `size` instances started ahead of time, so a reset does not wait for a spawn.
 
-    Entered once per host (it holds its instances in a task group of its own); `take()` hands out
-    a ready instance or, when none is ready, starts one on the spot. Instances of tasks that ask
-    for network access are always started on the spot (the pool's have none).
+    Entered once per host (it holds its instances in a task group of its own): a server enters it
+    as it starts (`Environment.start_hosting`), in-process the first reset does. It starts its
+    instances side by side and refills each slot as it is taken. `take()` hands out a ready
+    instance, or waits for one the pool is starting that no other reset waits for, or (neither)
+    starts one on the spot. Instances for tasks that ask for network access, or for clients that
+    declare capabilities, are always started on the spot (the pool's have neither).
     """
 
     def __init__(self, launcher: Launcher, size: int) -> None:
@@ -320,7 +323,8 @@ class WarmPool:
         self._send, self._ready = send, receive
         async with send, receive, anyio.create_task_group() as fill, anyio.create_task_group() as held:
             self._host = Host(held)
-            fill.start_soon(self._fill)
+            for _ in range(self.size):  # started side by side: a pool fills as fast as one start
+                fill.start_soon(self._fill)
             try:
                 yield self
             finally:
