@@ -15,6 +15,10 @@ step. In one run, interleaved round by round so that background load lands on al
 Resets: each reset starts a fresh server (no pool), or takes a started one (`warm=2`; the next
 reset waits until the pool has refilled, as it would between episodes of a real rollout).
 Prints medians and PASS when the in-process proxy adds under `TARGET` (10%) per step.
+
+First burst (`--burst-only` for just this): 8 concurrent resets and a call each on one HTTP server,
+with no pool and with `warm=4` (which the server fills as it starts): the burst arriving as the
+server starts, and once the pool is full; the pool must not make it slower (#24).
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ async def resets(n: int) -> dict[str, float]:
             timings["reset, no pool"].append(time.perf_counter() - start)
     async with mcpgym.connect(warm) as env:
         await env.reset()  # starts the pool
-        pool: WarmPool = env._host.state[("mcpgym.wrap.pool", id(warm.config))]  # type: ignore[attr-defined]
+        pool: WarmPool = env.door._host.state[("mcpgym.wrap.pool", id(warm.config))]  # type: ignore[attr-defined]
         for _ in range(n):
             while pool.ready < 1:
                 await pool.changed()
@@ -90,12 +94,55 @@ async def resets(n: int) -> dict[str, float]:
     return {name: statistics.median(values) * 1e3 for name, values in timings.items()}
 
 
+async def burst(size: int, warm: int, rounds: int) -> dict[str, float]:
+    """`size` concurrent resets on one server (`mcpgym wrap --http` as a trainer meets it), each
+    followed by one call: with no pool; with `warm` instances, the burst coming as the server
+    starts (the pool filling) and once the pool is full. Interleaved round by round."""
+    from mcpgym.testing import serve_gym
+
+    cold = mcpgym.wrap(SERVER, tools=["increment"])
+    pooled = mcpgym.wrap(SERVER, tools=["increment"], warm=warm)
+    await mcpgym.wrapping.prepare(cold)  # tools listed once per class, before any timing
+    await mcpgym.wrapping.prepare(pooled)
+    kinds = {"burst, no pool": (cold, False), f"burst at start-up, warm {warm}": (pooled, False)}
+    kinds[f"burst, warm {warm} full"] = (pooled, True)
+    timings: dict[str, list[float]] = {name: [] for name in kinds}
+
+    async def one(url: str) -> None:
+        async with mcpgym.connect(url) as env:
+            await env.reset()
+            await env.call_tool("increment")
+
+    for _ in range(rounds):
+        for name, (Env, full) in kinds.items():
+            async with serve_gym(Env) as (gym, url):
+                if full:
+                    pool: WarmPool = gym.registry.hosts[0].state[("mcpgym.wrap.pool", id(Env.config))]
+                    while pool.ready < warm:
+                        await pool.changed()
+                start = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for _ in range(size):
+                        tg.start_soon(one, url)
+                timings[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e3 for name, values in timings.items()}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200, help="timed calls per door per round (%(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (%(default)s)")
     parser.add_argument("--resets", type=int, default=10, help="timed resets each way (%(default)s)")
+    parser.add_argument("--burst", type=int, default=8, help="concurrent resets in the first burst (%(default)s)")
+    parser.add_argument("--burst-only", action="store_true", help="measure only the first burst")
     args = parser.parse_args()
+    bursts = await burst(args.burst, 4, args.rounds)
+    if args.burst_only:
+        print("| what | median |\n|---|---:|")
+        for name, millis in bursts.items():
+            print(f"| {name} | {millis:,.0f} ms |")
+        print("\n" + _burst_verdict(bursts))
+        return
     step = {name: statistics.median(v) for name, v in (await steps(args.steps, args.rounds)).items()}
     reset = await resets(args.resets)
     overhead = step["wrapped"] / step["direct"] - 1
@@ -107,6 +154,17 @@ async def main() -> None:
     verdict = "PASS" if overhead < TARGET else "FAIL"
     print(f"\nproxy overhead in-process: {overhead:+.1%} per step (target < {TARGET:.0%}): {verdict}")
     print(f"warm pool: reset {reset['reset, no pool'] / reset['reset, warm pool']:.0f}x faster")
+    for name, millis in bursts.items():
+        print(f"| {name} | {millis:,.0f} ms |")
+    print(_burst_verdict(bursts))
+
+
+def _burst_verdict(bursts: dict[str, float]) -> str:
+    cold, starting, full = bursts.values()
+    return (
+        f"first burst with the pool: {cold / starting:.2f}x the speed of no pool at start-up, "
+        f"{cold / full:.2f}x once full (target >= 1)"
+    )
 
 
 if __name__ == "__main__":

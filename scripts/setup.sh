@@ -70,6 +70,7 @@ if [ "${1:-}" = "--test" ]; then
     [ -x "$venv/bin/mcp-server-$name" ] || { rm -rf "$venv" && "$base" -m venv "$venv" \
       && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "tests/wrapped_py/mcp-server-$name.txt"; }
   done
+  npm ci --prefix tests/everything --no-audit --no-fund --loglevel=error
   # The official MCP conformance suite, run against every shipped server (pinned by its lock file).
   npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
 else

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -426,7 +427,7 @@ async def test_a_wrapped_server_cannot_stamp_its_own_reward() -> None:
     async with mcpgym.connect(Env) as env:
         await env.reset()
         step = await env.call_tool("go")
-    assert step.reward == 0.0 and not step.done
+    assert math.isnan(step.reward) and not step.done  # its own forged reward is not ours: unscored
     assert "io.mcpgym/step" not in (step.observation.meta or {}), "the forged stamp reached the client"
 
 
@@ -487,8 +488,9 @@ async def test_a_rubric_call_to_a_hanging_server_ends_the_episode() -> None:
 async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
     Env = wrap([*SERVER, "--marker", marker], tools=["pid", "increment"], warm=2)
     async with mcpgym.connect(Env) as env:
-        await env.reset()  # starts the pool; this reset spawns its own instance
+        await env.reset()  # starts the pool, and takes the first instance it starts (no spawn beside it)
         pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        assert (pool.hits, pool.on_the_spot) == (1, 0)
         with anyio.fail_after(30):
             while pool.ready < 2:
                 await pool.changed()
@@ -499,7 +501,7 @@ async def test_the_warm_pool_hands_out_started_instances(marker: str) -> None:
                     await pool.changed()
             await env.reset()
             assert (await env.call_tool("increment")).text == "1"  # a fresh server all the same
-        assert pool.hits == 3
+        assert pool.hits == 1 + 3
         with anyio.fail_after(30):
             while pool.ready < 2:
                 await pool.changed()
@@ -512,7 +514,7 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
 
     Env = wrap([*SERVER, "--marker", marker], tools=["increment", "pid"], warm=1, isolation="none")
     async with mcpgym.connect(Env) as env:
-        await env.reset()  # starts the pool; this reset spawns its own instance
+        await env.reset()  # starts the pool, and takes the first instance it starts
         own = int((await env.call_tool("pid")).text)
         pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
         with anyio.fail_after(30):
@@ -523,7 +525,42 @@ async def test_the_warm_pool_passes_over_an_instance_that_died_waiting(marker: s
         os.kill(waiting[0], signal.SIGKILL)
         await env.reset()
         assert (await env.call_tool("increment")).text == "1"
-        assert pool.dead == 1 and pool.hits == 0
+        assert pool.dead == 1 and pool.hits + pool.on_the_spot == 2  # the second: a refill, or its own
+
+
+async def test_a_reset_cancelled_while_it_checks_a_pooled_instance_leaves_it_running_nowhere(
+    marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpgym._wrap import _instance
+
+    checking = anyio.Event()
+
+    async def stuck(instance: Any) -> bool:  # the liveness round trip of a reset, never answered
+        checking.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    Env = wrap([*SERVER, "--marker", marker], tools=["increment"], warm=1)
+    async with mcpgym.connect(Env) as env:
+        await env.reset()  # starts the pool
+        pool = env.door._host.state[("mcpgym.wrap.pool", id(Env.config))]  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            while pool.ready < 1:
+                await pool.changed()
+        monkeypatch.setattr(_instance, "_alive", stuck)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(env.reset)  # takes the waiting instance, and is cancelled as it checks it
+            await checking.wait()
+            tg.cancel_scope.cancel()
+        monkeypatch.undo()
+        # The pool refills; what runs of it is that refill only: the instance the cancelled
+        # reset took is stopped (it used to run on, held by the pool, until the pool closed),
+        # and so is the first episode's, which that reset ended.
+        with anyio.move_on_after(30):
+            while pool.ready < 1 or pool.live > 1:
+                await pool.changed()
+        assert (pool.ready, pool.live) == (1, 1), "a pooled instance runs that nobody holds"
+        assert len(_processes_with(marker)) >= 1  # the premise: the marker finds the pool's instance
 
 
 async def test_a_client_leaving_does_not_stop_another_clients_server() -> None:

@@ -91,6 +91,8 @@ def _on_first_use(build: Callable[P, type[WrappedEnvironment]]) -> Callable[P, t
         argv = _proxy._absolute(shlex.split(command) if isinstance(command, str) else command)
         timeouts = {"call_timeout": given["call_timeout"], "start_timeout": given["start_timeout"]}
         _check(argv, warm=given["warm"], max_steps=given["max_steps"], **timeouts)
+        if given["server_requests"] not in ("forward", "refuse"):
+            raise ValueError(f"server_requests must be 'forward' or 'refuse', not {given['server_requests']!r}")
         tasks = given["tasks"]
         # Fixed now, as the build will see them: the command, the task file as it is, the name.
         given.update(

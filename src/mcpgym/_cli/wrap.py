@@ -78,6 +78,12 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="seconds the wrapped server may take per call (60)",
     )
+    wrap.add_argument(
+        "--server-requests",
+        choices=["forward", "refuse"],
+        default="forward",
+        help="the server's sampling/elicitation/roots requests: to the driving client, or refused (forward)",
+    )
     add_serve_options(wrap)
 
 
@@ -102,6 +108,7 @@ def _wrapped(args: argparse.Namespace) -> type[Environment]:
             max_steps=args.max_steps,
             call_timeout=args.wrapped_timeout,
             finish_tool=args.finish_tool,
+            server_requests=args.server_requests,
         )
         anyio.run(prepare, env)  # a server that cannot start is said here, before serving
     except (TaskFileError, ValueError, RuntimeError) as exc:

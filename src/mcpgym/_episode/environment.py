@@ -119,6 +119,18 @@ class Environment:
         cls.__mcpgym_tools__ = collect_tools(cls)
         _check_rubric(cls.rubric, cls.__name__)
 
+    @classmethod
+    def tools_for(cls, capabilities: Any) -> Mapping[str, BoundTool]:
+        """The tools listed to an MCP client declaring `capabilities` (`mcp_types.ClientCapabilities`
+        or None). Every client sees the class's tools; `mcpgym.wrap` classes override it."""
+        return cls.__mcpgym_tools__
+
+    @classmethod
+    async def start_hosting(cls, host: Host) -> None:
+        """Called when a server that serves the class starts, with its host, before any episode:
+        start what its episodes will share (`mcpgym.wrap`'s warm pool). Override; the default
+        does nothing. A failure is logged, and the server starts all the same."""
+
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         """Start an episode and return its first observation. Override; the default returns None."""
         return None

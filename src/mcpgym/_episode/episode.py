@@ -112,6 +112,9 @@ class Episode:
             if not isinstance(info, dict):
                 raise TypeError(f"Reset.info must be a dict, not {type(info).__name__}")
             jsonable = pydantic_core.to_jsonable_python(observation)  # raises on what JSON cannot carry
+            # An episode may have tools of its own (a wrapped server lists some only to clients
+            # declaring a capability): an instance attribute set by reset, else the class's.
+            self.tools = self.env.__mcpgym_tools__
             info = dict(pydantic_core.to_jsonable_python(info))
         except Exception as exc:
             unknown = await _unknown_task(options, tasks, f"{type(self.env).__name__}.reset", exc)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, unknown_tool
 from mcpgym._episode.host import Host
+from mcpgym._episode.peer import PEER
 from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._episode.tools import tools_ready
 from mcpgym._recording.recording import Recorder
@@ -54,9 +56,12 @@ from mcpgym._server.catalog import CatalogHandlers
 from mcpgym._server.curriculum import TASK_INFO_KEY, Curriculum, task_info
 from mcpgym._server.http import DEFAULT_MAX_BODY_BYTES, http_app, serve_http
 from mcpgym._server.http_guard import DEFAULT_HEADER_TIMEOUT
+from mcpgym._server.passthrough import PassthroughHandlers
+from mcpgym._server.peer import SessionPeer, set_level
 from mcpgym._server.registry import EpisodeRegistry
 
 Ctx = ServerRequestContext[Any, Any]
+logger = logging.getLogger("mcpgym")
 
 _HOST = "mcpgym.host"
 """The lifespan state key of the `Host` that serves a connection's episodes."""
@@ -99,15 +104,16 @@ class GymExtension(Extension):
     async def _reset(self, ctx: Ctx, params: ResetParams) -> ResetResult:
         episode_id, owner = require_episode_id(ctx), session_of(ctx)
         seed, options, task = await self.curriculum.resolve(params.seed, params.options)
-        result = await self.registry.reset(
-            episode_id,
-            seed,
-            options,
-            params.previous,
-            owner=owner,
-            host=_host_of(ctx),
-            task_id=task.id if task is not None else None,
-        )
+        with talking_back(ctx):
+            result = await self.registry.reset(
+                episode_id,
+                seed,
+                options,
+                params.previous,
+                owner=owner,
+                host=_host_of(ctx),
+                task_id=task.id if task is not None else None,
+            )
         if task is not None:  # the client learns which task it plays (it may not have chosen it)
             result.info[TASK_INFO_KEY] = task_info(task)
         # Bound to `owner` (an HTTP session nobody else may use), it ends with that session:
@@ -166,6 +172,10 @@ class GymServer:
         self._tools: types.ListToolsResult | None = None  # on first use: a wrapped class's are listed late
         self.catalog = CatalogHandlers(factory, self._start_task)
         self.registry.tasks = self._catalog_tasks
+        catalog = self.catalog.handlers()
+        listing = getattr(env_cls, "upstream_listing", None)
+        if listing is not None:  # a wrapped server's resources and prompts, beside the catalog
+            catalog = PassthroughHandlers(self.catalog, listing, self._episode_of).handlers()
         self.mcp: Server[Any] = Server(
             name or env_cls.__name__,
             version=_version(),
@@ -174,13 +184,16 @@ class GymServer:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            **self.catalog.handlers(),
+            **catalog,
         )
         self.curriculum = Curriculum(self.catalog, curriculum or SamplerConfig(), env_cls.max_reward)
         self.registry.on_close = self.curriculum.observe
         self.extension = GymExtension(self.registry, self.curriculum)
         for binding in self.extension.methods():
             self.mcp.add_request_handler(binding.method, binding.params_type, binding.handler)
+        if listing is not None:
+            # An environment relaying a wrapped server's log messages honours the level set.
+            self.mcp.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
         self.mcp.extensions[self.extension.identifier] = self.extension.settings()
 
     @contextlib.asynccontextmanager
@@ -196,6 +209,7 @@ class GymServer:
         async with anyio.create_task_group() as tg, anyio.create_task_group() as held:
             tg.start_soon(self.registry.run_expiry)
             host = Host(held)
+            await _start_hosting(self.env_cls, host)
             self.registry.hosts.append(host)
             self._lifespans += 1
             # Requests of this lifespan find their host here; its client's implicit episode
@@ -222,28 +236,57 @@ class GymServer:
         if self._tools is None:
             await tools_ready(self.env_cls)
             self._tools = types.ListToolsResult(tools=[s.definition for s in self.env_cls.__mcpgym_tools__.values()])
-        return self._tools
+        tools = self.env_cls.tools_for(ctx.session.client_capabilities)
+        if tools is self.env_cls.__mcpgym_tools__:
+            return self._tools
+        return types.ListToolsResult(tools=[spec.definition for spec in tools.values()])
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        with talking_back(ctx):
+            return await self._call(ctx, params)
+
+    async def _call(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode_id = episode_id_of(ctx)
         if episode_id is not None:
             return await self.registry.get(episode_id, session_of(ctx)).call(params.name, params.arguments)
-        if params.name not in self.env_cls.__mcpgym_tools__:
-            raise unknown_tool(params.name, self.env_cls.__mcpgym_tools__)  # before opening an episode for it
-        state = self._implicit_state(ctx)
-        if state is None:  # a 2026-07-28 HTTP exchange is its own connection: a one-call episode
-            episode = await self.registry.open_implicit(host=_host_of(ctx))
-            try:
-                return await self._play(episode, params)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self.registry.close(episode.id)
-        return await self._play(await self._implicit(ctx, state), params)
+        await tools_ready(self.env_cls)
+        tools = self.env_cls.tools_for(ctx.session.client_capabilities)
+        if params.name not in tools:
+            raise unknown_tool(params.name, tools)  # before opening an episode for it
+        async with self._callers_episode(ctx) as episode:
+            return await self._play(episode, params)
 
     async def _play(self, episode: Episode, params: types.CallToolRequestParams) -> types.CallToolResult:
         if self.reveal_rewards:
             return await episode.call(params.name, params.arguments)
         return (await episode.step(params.name, params.arguments)).observation
+
+    @contextlib.asynccontextmanager
+    async def _callers_episode(self, ctx: Ctx) -> AsyncIterator[Episode]:
+        """The caller's implicit episode; a 2026-07-28 HTTP exchange is its own connection, so
+        there it is a one-request episode, closed as the request is answered."""
+        state = self._implicit_state(ctx)
+        if state is not None:
+            yield await self._implicit(ctx, state)
+            return
+        episode = await self.registry.open_implicit(host=_host_of(ctx))
+        try:
+            yield episode
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.registry.close(episode.id)
+
+    @contextlib.asynccontextmanager
+    async def _episode_of(self, ctx: Ctx) -> AsyncIterator[Episode]:
+        """The episode a request names, or the caller's own (for a wrapped server's resources
+        and prompts), which may talk back to the caller while the request is served."""
+        with talking_back(ctx):
+            episode_id = episode_id_of(ctx)
+            if episode_id is not None:
+                yield self.registry.get(episode_id, session_of(ctx))
+                return
+            async with self._callers_episode(ctx) as episode:
+                yield episode
 
     async def _start_task(self, ctx: Ctx, task: Task) -> None:
         """A client that picked a task's prompt and never resets (Claude Desktop's prompt menu)
@@ -347,10 +390,29 @@ class GymServer:
         )
 
 
+async def _start_hosting(env_cls: type[Environment], host: Host) -> None:
+    try:
+        await env_cls.start_hosting(host)
+    except Exception:
+        logger.exception("%s.start_hosting failed; the server starts all the same", env_cls.__name__)
+
+
 def _version() -> str:
     from mcpgym import __version__
 
     return f"mcpgym {__version__}"
+
+
+@contextlib.contextmanager
+def talking_back(ctx: Ctx) -> Iterator[None]:
+    """While a request is served, the episode may talk back to its client (`_episode.peer`)."""
+    peer = SessionPeer(ctx)
+    token = PEER.set(peer)
+    try:
+        yield
+    finally:
+        PEER.reset(token)
+        peer.answered()
 
 
 def session_of(ctx: Ctx) -> str | None:

@@ -92,7 +92,7 @@ def http_app(
     *,
     host: str = "127.0.0.1",
     path: str = "/mcp",
-    json_response: bool = True,
+    json_response: bool | None = None,
     allowed_hosts: Sequence[str] = (),
     session_idle_timeout: float | None = 900.0,
     max_sessions: int | None = 10_000,
@@ -111,6 +111,10 @@ def http_app(
     (`_plain_agents`); `stateless_agents=True` lets them use the 2026-07-28 stateless wire,
     where each of their tool calls is an episode of its own. `openenv` adds OpenEnv's HTTP and
     WebSocket API beside /mcp (`mcpgym.bridges.openenv`), under the same checks and token."""
+    if json_response is None:
+        # One JSON answer per request, except for an environment relaying a wrapped server: its
+        # progress, log messages and sampling requests ride the request's own (SSE) stream.
+        json_response = getattr(gym.env_cls, "upstream_listing", None) is None
     security = security_settings(host, allowed_hosts)
     page, page_routes = None, []
     if web:

@@ -18,10 +18,12 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, MCPError
 from mcp.client.stdio import get_default_environment
@@ -31,6 +33,7 @@ from mcpgym._episode.host import Host, Release
 from mcpgym._isolation import cgroups, uids
 from mcpgym._isolation.tmpfs import mount_tmpfs
 from mcpgym._isolation.tree import remove_tree
+from mcpgym._wrap._relay import Passthrough, Relay, wanted
 from mcpgym._wrap._sandbox import Sandbox
 from mcpgym._wrap._stdio import MESSAGE_LIMIT, BoundedStdio
 from mcpgym._wrap._tasks import TaskSpec
@@ -51,6 +54,7 @@ class Instance:
     client: Client
     workspace: Path
     command: tuple[str, ...]
+    relay: Relay
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,23 @@ class Launcher:
     """Largest message taken from the server (a larger answer becomes an `isError` result)."""
     tool_pages: int = 100
     """Pages of `tools/list` read at start-up (a server that paginates forever fails to wrap)."""
+    passthrough: Passthrough = field(default_factory=Passthrough)
 
     @contextlib.asynccontextmanager
-    async def start(self, *, network: bool = False, task: TaskSpec | None = None) -> AsyncIterator[Instance]:
+    async def start(
+        self,
+        *,
+        network: bool = False,
+        task: TaskSpec | None = None,
+        capabilities: types.ClientCapabilities | None = None,
+    ) -> AsyncIterator[Instance]:
         """A running instance; with `task`, its files and set-up commands are in place first (a
-        server may check its workspace as it starts)."""
+        server may check its workspace as it starts). Its client declares `capabilities` (the
+        driving client's sampling, elicitation and roots: _relay)."""
         network = network or self.sandbox.network
+        relay = Relay(self.passthrough)
         async with contextlib.AsyncExitStack() as stack:
+            stack.callback(relay.summarise, shlex.join(self.argv))
             box = await stack.enter_async_context(self._box())
             values = {WORKSPACE: str(box.workspace), INSTANCE: box.workspace.name}
             argv = [_fill(arg, values) for arg in self.argv]
@@ -93,15 +107,16 @@ class Launcher:
             if task is not None:
                 await self._set_up(task, box, env, network)
             cmd = box.join(self.sandbox.command(argv, box.workspace, network=network, uid=box.uid))
-            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes)
+            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes, bad_line=relay.bad_line)
+            # The SDK's read timeout bounds the initialize handshake: a server that never
+            # answers fails its episode's reset instead of hanging it. (Each tool call
+            # passes its own timeout.)
+            client = Client(transport, read_timeout_seconds=self.start_timeout, **relay.client_options(capabilities))
             try:
-                # The SDK's read timeout bounds the initialize handshake: a server that never
-                # answers fails its episode's reset instead of hanging it. (Each tool call
-                # passes its own timeout.)
-                client = await stack.enter_async_context(Client(transport, read_timeout_seconds=self.start_timeout))
+                client = await stack.enter_async_context(client)
             except Exception as exc:
                 raise WrappedServerError(self._why_not_started(exc, network)) from exc
-            yield Instance(client, box.workspace, tuple(argv))
+            yield Instance(client, box.workspace, tuple(argv), relay)
 
     def _environment(self, values: dict[str, str], network: bool) -> dict[str, str]:
         env = get_default_environment()
@@ -258,9 +273,12 @@ def _open_at(fd: int, name: str, flags: int, path: str, mode: int = 0o777) -> in
 class WarmPool:
     """Up to `size` instances started ahead of time, so a reset does not wait for a spawn.
 
-    Entered once per host (it holds its instances in a task group of its own); `take()` hands out
-    a ready instance or, when none is ready, starts one on the spot. Instances of tasks that ask
-    for network access are always started on the spot (the pool's have none).
+    Entered once per host (it holds its instances in a task group of its own): a server enters it
+    as it starts (`Environment.start_hosting`), in-process the first reset does. It starts its
+    instances side by side and refills each slot as it is taken. `take()` hands out a ready
+    instance, or waits for one the pool is starting that no other reset waits for, or (neither)
+    starts one on the spot. Instances for tasks that ask for network access, or for clients that
+    declare capabilities, are always started on the spot (the pool's have neither).
     """
 
     def __init__(self, launcher: Launcher, size: int) -> None:
@@ -271,12 +289,20 @@ class WarmPool:
         self._ready: MemoryObjectReceiveStream[tuple[Instance, Release]] | None = None
         self._free = anyio.Semaphore(size)
         self._changed = anyio.Event()
+        self._starting = 0
+        """Instances the pool is starting now."""
+        self._waiting = 0
+        """Resets waiting for one of those (rather than starting another beside them)."""
         self.spawned = 0
         """Instances the pool has started."""
         self.hits = 0
         """Resets served by an instance that was already running."""
+        self.on_the_spot = 0
+        """Resets that found no instance waiting nor one starting for them, and started their own."""
         self.dead = 0
         """Waiting instances found dead when a reset came for them (then passed over)."""
+        self.live = 0
+        """Instances of this pool running now: waiting, being checked, or handed out."""
 
     @property
     def ready(self) -> int:
@@ -284,7 +310,7 @@ class WarmPool:
         return 0 if self._ready is None else self._ready.statistics().current_buffer_used
 
     async def changed(self) -> None:
-        """Wait until an instance is started or taken (for tests and monitoring)."""
+        """Wait until an instance is started, taken or stopped (for tests and monitoring)."""
         await self._changed.wait()
 
     def _notify(self) -> None:
@@ -297,37 +323,84 @@ class WarmPool:
         self._send, self._ready = send, receive
         async with send, receive, anyio.create_task_group() as fill, anyio.create_task_group() as held:
             self._host = Host(held)
-            fill.start_soon(self._fill)
+            for _ in range(self.size):  # started side by side: a pool fills as fast as one start
+                fill.start_soon(self._fill)
             try:
                 yield self
             finally:
                 fill.cancel_scope.cancel()
                 await self._host.aclose()  # every instance, waiting or handed out, is stopped
 
-    async def take(self, *, network: bool = False) -> tuple[Instance, Release]:
+    async def take(
+        self, *, network: bool = False, capabilities: types.ClientCapabilities | None = None
+    ) -> tuple[Instance, Release]:
+        """A waiting instance; started on the spot for network access or a client declaring a
+        capability the pool's instances do not (they declare none, as RL clients do)."""
         assert self._host is not None and self._ready is not None
-        while not network:
-            try:
-                ready = self._ready.receive_nowait()
-            except anyio.WouldBlock:
+        while not network and not wanted(capabilities):
+            ready = await self._next_ready()
+            if ready is None:
                 break
             self._free.release()
             self._notify()
-            if await _alive(ready[0]):
+            try:
+                alive = await _alive(ready[0])
+            except BaseException:
+                # The reset was cancelled while it checked this one: it is nobody's now, and
+                # would otherwise run, held by the pool, until the pool closes.
+                await ready[1]()
+                raise
+            if alive:
                 self.hits += 1
                 return ready
             self.dead += 1
             await ready[1]()  # it exited while it waited (crashed, timed out): stop what is left
-        return await self._host.enter(self.launcher.start(network=network))
+        self.on_the_spot += 1
+        return await self._start(network=network, capabilities=capabilities)
+
+    async def _start(self, **options: Any) -> tuple[Instance, Release]:
+        assert self._host is not None
+        return await self._host.enter(self._counted(self.launcher.start(**options)))
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, instance: AbstractAsyncContextManager[Instance]) -> AsyncIterator[Instance]:
+        async with instance as started:
+            self.live += 1
+            try:
+                yield started
+            finally:
+                self.live -= 1
+                self._notify()
+
+    async def _next_ready(self) -> tuple[Instance, Release] | None:
+        """A waiting instance, or one the pool is starting that no other reset waits for (a
+        burst of resets does not start more servers than it needs beside the pool's); None
+        when neither."""
+        assert self._ready is not None
+        while True:
+            try:
+                return self._ready.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            if self._starting <= self._waiting:
+                return None
+            self._waiting += 1
+            try:
+                await self.changed()
+            finally:
+                self._waiting -= 1
 
     async def _fill(self) -> None:
         assert self._host is not None and self._send is not None
         backoff = 0.5
         while True:
             await self._free.acquire()
+            self._starting += 1
             try:
-                ready = await self._host.enter(self.launcher.start())
+                ready = await self._start()
             except Exception:
+                self._starting -= 1
+                self._notify()
                 self._free.release()
                 logger.exception("starting a warm instance failed; retrying in %.1fs", backoff)
                 await anyio.sleep(backoff)  # pacing retries of a failing command, not synchronisation
@@ -335,6 +408,7 @@ class WarmPool:
                 continue
             backoff = 0.5
             self.spawned += 1
+            self._starting -= 1
             self._send.send_nowait(ready)  # room is guaranteed: a free slot was acquired for it
             self._notify()
 
@@ -358,12 +432,14 @@ async def _alive(instance: Instance) -> bool:
     return False
 
 
-def pooled(pool: WarmPool, *, network: bool) -> AbstractAsyncContextManager[Instance]:
+def pooled(
+    pool: WarmPool, *, network: bool, capabilities: types.ClientCapabilities | None = None
+) -> AbstractAsyncContextManager[Instance]:
     """An instance from `pool`, as a context the episode holds (leaving it stops the instance)."""
 
     @contextlib.asynccontextmanager
     async def hold() -> AsyncIterator[Instance]:
-        instance, release = await pool.take(network=network)
+        instance, release = await pool.take(network=network, capabilities=capabilities)
         try:
             yield instance
         finally:

@@ -15,16 +15,17 @@ import atexit
 import contextlib
 import functools
 import logging
+import math
 import shlex
 import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -33,11 +34,14 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from mcpgym._core.errors import MCPError, ToolError
-from mcpgym._episode.catalog import Task
-from mcpgym._episode.environment import Environment
+from mcpgym._core.errors import INVALID_PARAMS, MCPError, ToolError
+from mcpgym._episode.catalog import URI_PREFIX, Task
+from mcpgym._episode.environment import LEDGER, Environment
+from mcpgym._episode.host import Host
+from mcpgym._episode.peer import PEER
 from mcpgym._episode.tools import BoundTool
 from mcpgym._wrap._instance import Instance, Launcher, WarmPool, WrappedServerError, pooled
+from mcpgym._wrap._relay import CAPABILITIES, OnNotification, Passthrough, ServerRequests, wanted
 from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext, default_rubric, evaluate
 from mcpgym._wrap._sandbox import Isolation, Sandbox
 from mcpgym._wrap._tasks import TaskSpec, load_tasks
@@ -45,6 +49,7 @@ from mcpgym._wrap._verify import Score
 from mcpgym.rubrics import Rubric as ComponentRubric
 
 logger = logging.getLogger("mcpgym.wrap")
+T = TypeVar("T")
 
 _NO_TASK = TaskSpec(id="open", prompt="")
 """The task of a wrapped server given no task file: a fresh server per episode, no reward."""
@@ -86,6 +91,12 @@ class WrapConfig:
     warm: int = 0
     finish_tool: str | None = None
     tools: tuple[types.Tool, ...] = field(default=())
+    gates: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
+    """(client capabilities, the wrapped tools a server lists a client declaring them): a tool
+    is ours to list when some entry's capabilities are all declared."""
+    every_tool: dict[str, ProxyTool] = field(default_factory=dict)
+    """Our tool name -> tool, capability-gated ones included."""
+    listing: Listing | None = None
 
 
 class WrappedEnvironment(Environment):
@@ -101,10 +112,36 @@ class WrappedEnvironment(Environment):
     calls_made = 0
     """Tool calls this episode (refused ones too: each is a step toward the limit)."""
 
+    @classmethod
+    def upstream_listing(cls) -> Listing:
+        """The wrapped server's resources, templates and prompts (served beside the task
+        catalog), as it listed them when its tools were first read."""
+        return cls.config.listing or Listing()
+
+    @classmethod
+    def tools_for(cls, capabilities: types.ClientCapabilities | None) -> Mapping[str, BoundTool]:
+        """The tools a client declaring `capabilities` is shown: those the wrapped server lists
+        for such a client (roots, sampling and elicitation can gate tools)."""
+        declared = wanted(capabilities)
+        if not declared:
+            return cls.__mcpgym_tools__
+        upstream = cls.config.upstream
+        names = frozenset().union(*(names for gate, names in cls.config.gates if gate <= declared))
+        return {
+            name: tool
+            for name, tool in cls.config.every_tool.items()
+            if upstream[name] in names or name == cls.config.finish_tool
+        }
+
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         config = self.config
         self.task = self._pick(options)
-        self.instance = await self.hold(await self._instance())
+        peer = PEER.get()
+        capabilities = None if peer is None else peer.capabilities
+        self.instance = await self.hold(await self._instance(capabilities))
+        self.instance.relay.peer = peer
+        # This episode's tools: what its server lists for the capabilities its client declared.
+        self.__mcpgym_tools__ = self.tools_for(capabilities)  # type: ignore[misc]
         self.context = WrapContext(
             self.task, self.instance.workspace, client=self.instance.client, call_timeout=config.launcher.call_timeout
         )
@@ -114,7 +151,7 @@ class WrappedEnvironment(Environment):
             "task_id": self.task.id,
             "prompt": self.task.prompt,
             "workspace": str(self.instance.workspace),
-            "tools": [tool.name for tool in config.tools],
+            "tools": list(self.__mcpgym_tools__),
             "sandbox": config.launcher.sandbox.report(),
         }
 
@@ -128,27 +165,38 @@ class WrappedEnvironment(Environment):
                 return task
         raise ValueError(f"unknown task_id {wanted!r}; this environment has {len(tasks)} tasks")
 
-    async def _instance(self) -> AbstractAsyncContextManager[Instance]:
+    async def _instance(self, capabilities: types.ClientCapabilities | None) -> AbstractAsyncContextManager[Instance]:
         network = self.task.network
         # A pooled instance started before its task was known: a task with set-up (files or
         # commands, in place before its server starts) starts its own.
         pool = None if self.task.files or self.task.setup else await self._warm_pool()
         if pool is not None:
-            return pooled(pool, network=network)
-        return self.config.launcher.start(network=network, task=self.task)
+            return pooled(pool, network=network, capabilities=capabilities)
+        return self.config.launcher.start(network=network, task=self.task, capabilities=capabilities)
 
     async def _warm_pool(self) -> WarmPool | None:
-        """This host's warm pool for this class, started by the first reset that wants one (it
-        lives as long as the host: a server, or an in-process client)."""
-        if not self.config.warm or self.host is None:
+        if self.host is None:
             return None
-        key = ("mcpgym.wrap.pool", id(self.config))
-        lock: anyio.Lock = self.host.state.setdefault((*key, "lock"), anyio.Lock())
+        return await self._pool_of(self.host)
+
+    @classmethod
+    async def start_hosting(cls, host: Host) -> None:
+        """A server starts filling its warm pool as it starts (the first resets find it filling)."""
+        await cls._pool_of(host)
+
+    @classmethod
+    async def _pool_of(cls, host: Host) -> WarmPool | None:
+        """The host's warm pool for this class, started by the server as it starts, or in-process
+        by the first reset (it lives as long as the host: a server, or an in-process client)."""
+        if not cls.config.warm:
+            return None
+        key = ("mcpgym.wrap.pool", id(cls.config))
+        lock: anyio.Lock = host.state.setdefault((*key, "lock"), anyio.Lock())
         async with lock:
-            pool: WarmPool | None = self.host.state.get(key)
+            pool: WarmPool | None = host.state.get(key)
             if pool is None:
-                pool, _ = await self.host.enter(WarmPool(self.config.launcher, self.config.warm).running())
-                self.host.state[key] = pool
+                pool, _ = await host.enter(WarmPool(cls.config.launcher, cls.config.warm).running())
+                host.state[key] = pool
         return pool
 
     async def forward(self, tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -158,6 +206,11 @@ class WrappedEnvironment(Environment):
             self.finish(reward=score.value)
             return _text(f"Finished: score {score.value:g}.")
         self.calls_made += 1
+        if self.config.finish_tool is not None or not self._scored:
+            _unscored()  # nothing scores this step: its reward is unknown, not 0
+        peer = PEER.get()
+        if peer is not None:
+            self.instance.relay.peer = peer
         try:
             result = _own_meta(await self._call_upstream(self.config.upstream[tool_name], arguments))
         except _Refused as refused:
@@ -183,7 +236,9 @@ class WrappedEnvironment(Environment):
         try:
             with anyio.fail_after(timeout):
                 # Its own timeout, not the session's (that one bounds the start-up handshake).
-                return await self.instance.client.call_tool(name, arguments, read_timeout_seconds=timeout)
+                return await self.instance.client.call_tool(
+                    name, arguments, read_timeout_seconds=timeout, progress_callback=self._progress
+                )
         except TimeoutError:
             self.finish()
             raise ToolError(
@@ -205,6 +260,28 @@ class WrappedEnvironment(Environment):
             raise _Refused(
                 f"The wrapped server's answer to {name!r} is not a valid tool result ({where}: {first['msg']})"
             ) from None
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """`resources/read` of this episode's own server (what a resource link it returned names)."""
+        return await self._upstream(lambda client: client.read_resource(uri))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        return await self._upstream(lambda client: client.get_prompt(name, arguments))
+
+    async def _upstream(self, request: Callable[[Client], Awaitable[T]]) -> T:
+        if not hasattr(self, "instance"):
+            raise MCPError(INVALID_PARAMS, "this episode has no wrapped server yet: reset it first")
+        peer = PEER.get()
+        if peer is not None:
+            self.instance.relay.peer = peer
+        try:
+            with anyio.fail_after(self.config.launcher.call_timeout):
+                return await request(self.instance.client)
+        except TimeoutError:
+            raise MCPError(REQUEST_TIMEOUT, "the wrapped server did not answer in time") from None
+
+    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.instance.relay.progress(progress, total, message, token=self.calls_made)
 
     async def _settle(self) -> None:
         score = await self._score()
@@ -241,6 +318,12 @@ class WrappedEnvironment(Environment):
         if self.last_score is not None:
             info["score"] = self.last_score.value
             info["checks"] = [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.last_score.checks]
+        if hasattr(self, "instance"):
+            relay = self.instance.relay
+            if relay.events:
+                info["server_requests"] = list(relay.events)
+            if relay.bad_lines:
+                info["stdout_garbage_lines"] = relay.bad_lines
         return info
 
 
@@ -261,6 +344,13 @@ def _remove_at_exit(base: Path) -> None:
 def _remove_bases() -> None:
     for base in _BASES:
         _remove_empty(base)
+
+
+def _unscored() -> None:
+    """This step's reward is NaN (unscored: null in the stamp), unless something adds to it."""
+    ledger = LEDGER.get()
+    if ledger is not None:
+        ledger.reward = math.nan
 
 
 def _remove_empty(path: Path) -> None:
@@ -300,6 +390,8 @@ def wrap(
     start_timeout: float = 30.0,
     finish_tool: str | None = None,
     name: str | None = None,
+    server_requests: ServerRequests = "forward",
+    on_notification: OnNotification | None = None,
 ) -> type[WrappedEnvironment]:
     """An environment class whose episodes each run a fresh instance of the MCP server `command`.
 
@@ -312,6 +404,15 @@ def wrap(
     `warm`: instances kept started ahead of resets; `finish_tool`: a tool name that, if given,
     ends the episode when the agent calls it (scored then, instead of after every step).
     Arguments of `command` may hold `{workspace}`, the episode's own directory.
+
+    What travels outside tool results (docs/wrapping.md, "What survives the wrap"): the wrapped
+    server's notifications reach the MCP client driving the episode (progress against its own
+    token, log messages at the level it chose, list changes) and `on_notification(notification)`
+    (sync or async; in-process, the only way to see them). `server_requests`: "forward" puts the
+    server's sampling, elicitation and roots requests to the driving client when it declared the
+    capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
+    model to sample from), with an error that says why, recorded in the episode's state
+    (`info["server_requests"]`); "refuse" refuses them always.
     """
     argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
@@ -328,9 +429,14 @@ def wrap(
     box = sandbox or Sandbox(isolation=isolation)
     base = Path(tempfile.mkdtemp(prefix="mcpgym-wrap-"))
     _remove_at_exit(base)  # each workspace goes with its instance; then their parent
-    launcher = Launcher(argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout)
-    listed = _list_tools(launcher, task_list[0])
+    passthrough = Passthrough(server_requests, on_notification)
+    launcher = Launcher(
+        argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout, passthrough=passthrough
+    )
+    probe = _probe(launcher, task_list[0])
+    listed = probe.tools[_EVERYTHING]
     upstream, exposed = _select(listed, tools)
+    _check_names(task_list, probe.listing)
     if finish_tool is not None:
         if finish_tool in upstream:
             raise ValueError(f"finish_tool {finish_tool!r} clashes with a wrapped tool of that name")
@@ -338,7 +444,21 @@ def wrap(
         exposed.append(types.Tool(name=finish_tool, description="Declare the task done.", input_schema=_EMPTY))
     components = rubric if isinstance(rubric, ComponentRubric) else None
     state_rubric = None if components is not None else cast("Rubric | None", rubric)
-    config = WrapConfig(launcher, task_list, state_rubric, upstream, warm, finish_tool, tuple(exposed))
+    every_tool = {tool.name: _proxy_tool(tool) for tool in exposed}
+    gates = tuple((gate, frozenset(t.name for t in found)) for gate, found in probe.tools.items())
+    ungated = {t.name for t in probe.tools[frozenset()]}
+    config = WrapConfig(
+        launcher,
+        task_list,
+        state_rubric,
+        upstream,
+        warm,
+        finish_tool,
+        tuple(exposed),
+        gates=gates,
+        every_tool=every_tool,
+        listing=probe.listing,
+    )
     cls_name = name or _class_name(argv)
     namespace: dict[str, Any] = {
         "config": config,
@@ -351,7 +471,11 @@ def wrap(
         "__qualname__": cls_name,
     }
     cls = cast(type[WrappedEnvironment], type(cls_name, (WrappedEnvironment,), namespace))
-    cls.__mcpgym_tools__ = {tool.name: _proxy_tool(tool) for tool in exposed}
+    # What a client declaring no capabilities is shown (in-process, mcpgym's clients): the rest
+    # is listed to clients that declare what the server gates them on (`tools_for`).
+    cls.__mcpgym_tools__ = {
+        name: tool for name, tool in every_tool.items() if upstream[name] in ungated or name == finish_tool
+    }
     for warning in box.warnings():
         logger.warning("%s", warning)
     return cls
@@ -415,23 +539,72 @@ def _class_name(argv: Sequence[str]) -> str:
     return "Wrapped" + "".join(w[:1].upper() + w[1:] for w in parts)[:48]
 
 
-def _list_tools(launcher: Launcher, task: TaskSpec) -> list[types.Tool]:
-    """Start the server once (with `task`'s set-up: a server may need it to start), read its
-    `tools/list` (every page, up to the launcher's bound), stop it: the class's tool table
-    is fixed when the class is made, as for any environment. Runs on a loop of its own in a
-    worker thread, so wrap() works with or without an event loop running."""
+@dataclass(frozen=True)
+class Listing:
+    """The wrapped server's own resources, resource templates and prompts (as one instance lists
+    them to a client declaring every capability), served beside the task catalog."""
 
-    async def probe() -> list[types.Tool]:
-        async with launcher.start(task=task, network=task.network) as instance:
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+    prompts: tuple[types.Prompt, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Probe:
+    tools: dict[frozenset[str], list[types.Tool]]
+    listing: Listing
+
+
+_EVERYTHING = frozenset(CAPABILITIES)
+_ALL_CAPABILITIES = types.ClientCapabilities(
+    sampling=types.SamplingCapability(),
+    elicitation=types.ElicitationCapability(
+        form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()
+    ),
+    roots=types.RootsCapability(list_changed=True),
+)
+
+
+def _capabilities(names: frozenset[str]) -> types.ClientCapabilities:
+    return types.ClientCapabilities(**{name: getattr(_ALL_CAPABILITIES, name) for name in names})
+
+
+def _probe(launcher: Launcher, task: TaskSpec) -> _Probe:
+    """Start the server (with `task`'s set-up: a server may need it to start), read its
+    `tools/list` (every page, up to the launcher's bound) and its other listings, stop it: the
+    class's tool table is fixed when the class is made, as for any environment. Read as a client
+    declaring no capabilities and as one declaring all (concurrently); when the two differ (the
+    server gates tools on what a client declares), once more per capability, so `tools_for` can
+    show each client what the server would. Runs on a loop of its own in a worker thread, so
+    wrap() works with or without an event loop running."""
+
+    async def read(
+        names: frozenset[str], found: dict[frozenset[str], list[types.Tool]], listing: list[Listing]
+    ) -> None:
+        async with launcher.start(task=task, network=task.network, capabilities=_capabilities(names)) as instance:
             tools = await _all_tools(instance.client, launcher.tool_pages)
+            if names == _EVERYTHING:
+                listing.append(await _listing(instance.client))
         if tools is None:  # said outside the instance's task groups, which would wrap it
             raise WrappedServerError(
                 f"the wrapped server {shlex.join(launcher.argv)}: its tools/list went on past "
                 f"{launcher.tool_pages} pages (a server that paginates forever)"
             )
-        return tools
+        found[names] = tools
 
-    outcome: list[list[types.Tool] | BaseException] = []
+    async def probe() -> _Probe:
+        found: dict[frozenset[str], list[types.Tool]] = {}
+        listing: list[Listing] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read, frozenset(), found, listing)
+            tg.start_soon(read, _EVERYTHING, found, listing)
+        if {t.name for t in found[frozenset()]} != {t.name for t in found[_EVERYTHING]}:
+            async with anyio.create_task_group() as tg:
+                for name in CAPABILITIES:
+                    tg.start_soon(read, frozenset({name}), found, listing)
+        return _Probe(found, listing[0])
+
+    outcome: list[_Probe | BaseException] = []
 
     def run() -> None:
         try:
@@ -442,12 +615,52 @@ def _list_tools(launcher: Launcher, task: TaskSpec) -> list[types.Tool]:
     thread = threading.Thread(target=run, name="mcpgym-wrap-probe")
     thread.start()
     thread.join()
-    if isinstance(outcome[0], WrappedServerError):
-        raise outcome[0]
-    if isinstance(outcome[0], BaseException):
-        cause = outcome[0]
-        raise RuntimeError(f"could not list the tools of {shlex.join(launcher.argv)}: {cause}") from cause
+    failure = outcome[0]
+    while isinstance(failure, BaseExceptionGroup) and failure.exceptions:
+        failure = failure.exceptions[0]
+    if isinstance(failure, WrappedServerError):
+        raise failure
+    if isinstance(failure, BaseException):
+        raise RuntimeError(f"could not list the tools of {shlex.join(launcher.argv)}: {failure}") from failure
+    assert isinstance(outcome[0], _Probe)
     return outcome[0]
+
+
+async def _listing(client: Client) -> Listing:
+    """Resources, templates and prompts, for a server that declares them (else none)."""
+    caps = client.server_capabilities
+    resources: list[types.Resource] = []
+    templates: list[types.ResourceTemplate] = []
+    prompts: list[types.Prompt] = []
+    if caps.resources is not None:
+        resources = await _pages(client.list_resources, "resources")
+        templates = await _pages(client.list_resource_templates, "resource_templates")
+    if caps.prompts is not None:
+        prompts = await _pages(client.list_prompts, "prompts")
+    return Listing(tuple(resources), tuple(templates), tuple(prompts))
+
+
+async def _pages(method: Any, attribute: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose cursor never ends cannot hang wrap()
+        page = await method(cursor=cursor)
+        items.extend(getattr(page, attribute))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _check_names(tasks: Sequence[TaskSpec], listing: Listing) -> None:
+    """Task prompts and the wrapped server's prompts share one namespace: refuse a clash here
+    (a prompt name would otherwise mean two things), as task resources keep to mcpgym://tasks/."""
+    theirs = {prompt.name for prompt in listing.prompts}
+    clash = sorted(task.id for task in tasks if task is not _NO_TASK and task.id in theirs)
+    if clash:
+        raise ValueError(f"task id(s) {', '.join(clash)} clash with the wrapped server's prompts of those names")
+    if any(resource.uri.startswith(URI_PREFIX) for resource in listing.resources):
+        raise ValueError(f"the wrapped server lists resources under {URI_PREFIX}, which the task catalog owns")
 
 
 async def _all_tools(client: Client, pages: int) -> list[types.Tool] | None:

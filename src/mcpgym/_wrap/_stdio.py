@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,8 @@ class BoundedStdio:
     env: Mapping[str, str]
     cwd: Path
     limit: int = MESSAGE_LIMIT
+    bad_line: Callable[[bytes], None] | None = None
+    """Told of each line that is not JSON-RPC (else each is logged as the SDK logs it)."""
     _pending: dict[str | int, None] = field(default_factory=dict)  # ids of our requests awaiting an answer
     _stack: contextlib.AsyncExitStack | None = None
 
@@ -130,7 +132,10 @@ class BoundedStdio:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
-            _sdk_logger.exception("Failed to parse JSONRPC message from server")
+            if self.bad_line is not None:
+                self.bad_line(line)
+            else:
+                _sdk_logger.exception("Failed to parse JSONRPC message from server")
             return exc  # the session surfaces it (as the SDK's stdio client does)
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             self._pending.pop(message.id, None)  # type: ignore[arg-type]
