@@ -182,7 +182,10 @@ def run(
     scale = 1000 / args.turns
     tokens = args.prompt_tokens + len(COMPLETION)
     print(f"memory per 1,000 recorded turns ({args.turns} over 100 episodes, {tokens} tokens each):")
-    print(f"  gateway RSS growth  {grown * scale / 1024:.2f} MiB  (it keeps a turn count per episode, not the calls)")
+    print(
+        f"  gateway RSS growth  {grown * scale / 1024:.2f} MiB  (per episode a turn count, for the 64 most recent"
+        " the last prompt; not the calls)"
+    )
     print(f"  on disk             {size * scale / 2**20:.2f} MiB")
     tracemalloc.start()
     from mcpgym.gateway import read_traces
