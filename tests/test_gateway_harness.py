@@ -192,3 +192,12 @@ def test_a_model_token_without_a_logprob_is_not_given_probability_one() -> None:
     assert batch["completion_ids"] == [[7, 1003, 8]] and batch["env_mask"] == [[1, 0, 1]]
     assert batch["logprobs"] == [[None, 0.0, None]]  # TRL: None is "no correction", 0.0 would be p = 1
     assert batch["branches"] == [1] and batch["untrained_tokens"] == [0]
+
+
+def test_a_rollout_without_tokens_is_masked_and_a_failed_one_stays_out_of_the_baseline() -> None:
+    untokenised = harness.Trajectory(index=0, reward=1.0)  # played, but the engine gave no ids
+    failed = harness.Trajectory(index=1, status="failed", error="the server went away")
+    batch = _batch([untokenised, failed], SimpleNamespace(eos_token_id=EOS))
+    assert batch["env_mask"] == [[0], [0]] and batch["completion_ids"] == [[EOS], [EOS]]
+    assert batch["episode_return"] == [1.0, None]  # a real outcome counts in its group's baseline; an error not
+    assert mcpgym.trl.episode_return([], batch["episode_return"]) == [1.0, None]

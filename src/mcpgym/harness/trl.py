@@ -65,7 +65,10 @@ def rollout_func(
 
     `model` defaults to the trainer's model name; `max_tokens` to `max_completion_length`. A
     rollout whose episode failed, or whose engine gave no token ids, gets a one-token completion
-    that is masked out (`env_mask` 0) and reward 0. When an episode's prompts diverged, its last
+    that is masked out (`env_mask` 0). Its `episode_return` is the episode's return, which still
+    counts in its group's baseline, or None when the episode failed (an error is not an outcome
+    of the policy: TRL leaves a rollout that every reward function scores None out of the
+    baseline and gives it no advantage). When an episode's prompts diverged, its last
     branch that has model tokens is the sample (see the module docstring), a warning says so
     once, and the extra fields `branches` and `untrained_tokens` count what was left out. A model
     token the engine gave no logprob for gets `None`, which TRL leaves out of its
@@ -157,12 +160,12 @@ def _batch(trajectories: list[Trajectory], tokenizer: Any) -> dict[str, list[Any
         sequence = _sample(trajectory.tokens)
         out["branches"].append(len(trajectory.tokens))
         out["untrained_tokens"].append(sum(sum(s.mask) for s in trajectory.tokens if s is not sequence))
+        out["episode_return"].append(None if trajectory.failed else float(trajectory.reward))
         if sequence is None or trajectory.failed:
             out["prompt_ids"].append([filler])
             out["completion_ids"].append([filler])
             out["logprobs"].append([0.0])
             out["env_mask"].append([0])
-            out["episode_return"].append(0.0)
             continue
         ids, mask, logprobs = sequence.completion
         out["prompt_ids"].append(sequence.token_ids[: sequence.prompt_length])
@@ -172,7 +175,6 @@ def _batch(trajectories: list[Trajectory], tokenizer: Any) -> dict[str, list[Any
         # that would stand for probability 1.
         out["logprobs"].append([lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)])
         out["env_mask"].append(mask)
-        out["episode_return"].append(float(trajectory.reward))
     if any(n > 1 for n in out["branches"]):
         warnings.warn(DIVERGED, stacklevel=3)
     return out

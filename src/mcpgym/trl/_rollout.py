@@ -31,6 +31,7 @@ def rollout_func(target: Any, **options: Any) -> RolloutFunc:
     return play
 
 
-def episode_return(completions: list[Any], episode_return: list[float], **_: Any) -> list[float | None]:
-    """A reward function for `GRPOTrainer(reward_funcs=...)` with `rollout_func`: each rollout's episode return."""
-    return [float(r) for r in episode_return]
+def episode_return(completions: list[Any], episode_return: list[float | None], **_: Any) -> list[float | None]:
+    """A reward function for `GRPOTrainer(reward_funcs=...)` with `rollout_func`: each rollout's
+    episode return (None for an episode that failed: TRL leaves it out of the group's baseline)."""
+    return [None if r is None else float(r) for r in episode_return]
