@@ -42,10 +42,15 @@ def prompt_ids(messages: list[dict[str, Any]]) -> list[int]:
 
 @dataclass
 class Step:
-    """One scripted answer: `text` and `calls` ([(name, arguments JSON)]), or an HTTP `status`, or `hang`."""
+    """One scripted answer: `text` and `calls` ([(name, arguments JSON)]), or an HTTP `status`, or `hang`.
+
+    `think` is reasoning the model generates before its text and the reply's message leaves out
+    (as an engine's reasoning parser does, into `reasoning_content`), so the next prompt, rendered
+    from the messages, no longer extends the tokens generated: the prompts diverge."""
 
     text: str = "ok"
     calls: list[tuple[str, str]] = field(default_factory=list)
+    think: str = ""
     status: int = 200
     hang: bool = False
     n: int = 1
@@ -93,7 +98,10 @@ class ScriptedEngine:
                     {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
                     for i, (name, arguments) in enumerate(step.calls)
                 ]
-            ids = render(message)[1:]  # what the model generated: the turn after the role id
+            generated = {**message, "content": f"<think>{step.think}</think>{text}"} if step.think else message
+            ids = render(generated)[1:]  # what the model generated: the turn after the role id
+            if step.think:
+                message["reasoning_content"] = step.think
             choice: dict[str, Any] = {
                 "index": index,
                 "message": message,

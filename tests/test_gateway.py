@@ -144,6 +144,27 @@ async def test_a_prompt_that_diverges_starts_a_branch_that_says_where(tmp_path: 
     assert second.token_ids[: second.prompt_length] == prompt_ids(compacted)
 
 
+async def test_a_prompt_extending_the_previous_one_is_written_as_its_tail_and_read_back_whole(tmp_path: Path) -> None:
+    engine = ScriptedEngine()
+    compacted = [{"role": "user", "content": "compacted"}]
+    async with gateway(engine, tmp_path) as client:
+        messages = [USER]
+        for _ in range(2):
+            reply = await chat(client, messages, path="/episodes/t/v1")
+            messages = [*messages, reply["choices"][0]["message"], {"role": "user", "content": "more"}]
+        await chat(client, compacted, path="/episodes/t/v1")
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    first, second, third = lines
+    assert first["prompt_token_ids"] == prompt_ids([USER]) and "prompt_from" not in first
+    assert "prompt_token_ids" not in second and second["prompt_from"] == first["id"]
+    assert first["prompt_token_ids"] + second["prompt_tail"] == prompt_ids(messages[:3])
+    assert third["prompt_token_ids"] == prompt_ids(compacted)  # it does not extend the last one: written whole
+    prompts = [c.prompt_token_ids for c in read_calls(tmp_path)["t"]]
+    assert prompts == [prompt_ids([USER]), prompt_ids(messages[:3]), prompt_ids(compacted)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines[1:]))  # the base line lost
+    assert read_calls(tmp_path)["t"][0].prompt_token_ids is None  # unknown, never wrong
+
+
 async def test_with_n_choices_the_one_the_next_prompt_continues_is_kept(tmp_path: Path) -> None:
     engine = ScriptedEngine([Step(text="a", n=3)])
     async with gateway(engine, tmp_path) as client:

@@ -1,7 +1,8 @@
 """The harness through the gateway: episode ids join the calls, `Trajectory.tokens` carries the
 merged sequence, and `read_traces` joins the gateway's traces to the server's recordings and the
 rollout's trajectories; `OpenAIPolicy(tokens=True)` gets the same from a vLLM-like engine directly;
-`mcpgym gateway` runs as a command."""
+`mcpgym gateway` runs as a command; `mcpgym.trl.rollout_func` turns an episode whose prompts
+diverged into one sample of the tokens the model generated, in the context it generated them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -17,12 +19,14 @@ import httpx2
 import pytest
 
 import mcpgym
+import mcpgym.trl
 from mcpgym import harness
 from mcpgym._cli.main import main
-from mcpgym.gateway import Gateway, GatewayConfig, read_traces
+from mcpgym.gateway import Gateway, GatewayConfig, TokenSequence, read_traces
+from mcpgym.harness.trl import _batch
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
-from tests.gateway_engines import ScriptedEngine, Step, prompt_ids
+from tests.gateway_engines import EOS, ScriptedEngine, Step, prompt_ids
 
 pytestmark = pytest.mark.anyio
 
@@ -140,3 +144,60 @@ def test_mcpgym_rollout_sends_its_episode_ids_to_the_gateway(tmp_path: Path) -> 
     traces = read_traces(traces_dir, rollout=out)
     assert len(traces) == 2 and all(t.trajectory is not None and t.trajectory.reward == 1.0 for t in traces)
     assert all(t.trajectory.tokens == t.tokens and len(t.calls) == 2 for t in traces)
+
+
+def thinking_player(body: dict[str, Any]) -> Step:
+    """`echo_player` with reasoning the replies leave out: each next prompt diverges from what the
+    model generated, as with a chat template that drops earlier reasoning from the history."""
+    step = echo_player(body)
+    step.think = "the target word is apple"
+    return step
+
+
+def grpo_trainer(vllm_url: str) -> Any:
+    """What `rollout_func` reads of a GRPOTrainer: its vLLM server, its model's name, its tokenizer."""
+    args = SimpleNamespace(vllm_server_base_url=vllm_url, max_completion_length=None)
+    return SimpleNamespace(
+        args=args, model=SimpleNamespace(name_or_path="m"), processing_class=SimpleNamespace(eos_token_id=EOS)
+    )
+
+
+def test_rollout_func_trains_on_the_last_branch_of_an_episode_whose_prompts_diverged(tmp_path: Path) -> None:
+    engine = ScriptedEngine(decide=thinking_player)
+    task = mcpgym.Task(id="echo/apple", prompt="say apple", options={"target": "apple"})
+    play = mcpgym.trl.rollout_func(Echo, task=lambda prompt: task, record=str(tmp_path))
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(serve_app(engine.app())) as upstream,
+        pytest.warns(UserWarning, match="diverged"),
+    ):
+        batch = play(["say apple", "say apple"], grpo_trainer(upstream))
+    assert batch["episode_return"] == [1.0, 1.0] and batch["branches"] == [2, 2]
+    traces = read_traces(tmp_path)
+    assert len(traces) == 2 and all(len(t.tokens) == 2 and t.tokens[1].parent == 0 for t in traces)
+    for n, prompt in enumerate(batch["prompt_ids"]):
+        # The sample is the last call, in the context the model generated it in: its own prompt
+        # (the first turn re-rendered, all mask 0) and exactly the tokens it sampled there.
+        first, last = next(t.calls for t in traces if t.calls[1].prompt_token_ids == prompt)
+        completion = batch["completion_ids"][n]
+        assert completion == last.choices[0].completion_token_ids and batch["env_mask"][n] == [1] * len(completion)
+        assert batch["logprobs"][n] == [-0.5] * len(completion)
+        assert batch["untrained_tokens"][n] == len(first.choices[0].completion_token_ids or []) > 0
+
+
+def test_a_model_token_without_a_logprob_is_not_given_probability_one() -> None:
+    sequence = TokenSequence(prompt_length=1, token_ids=[1001, 7, 1003, 8], mask=[0, 1, 0, 1], logprobs=[None] * 4)
+    tokens = harness.Trajectory(index=0, status="ok", reward=1.0, tokens=[sequence])
+    batch = _batch([tokens], SimpleNamespace(eos_token_id=EOS))
+    assert batch["completion_ids"] == [[7, 1003, 8]] and batch["env_mask"] == [[1, 0, 1]]
+    assert batch["logprobs"] == [[None, 0.0, None]]  # TRL: None is "no correction", 0.0 would be p = 1
+    assert batch["branches"] == [1] and batch["untrained_tokens"] == [0]
+
+
+def test_a_rollout_without_tokens_is_masked_and_a_failed_one_stays_out_of_the_baseline() -> None:
+    untokenised = harness.Trajectory(index=0, reward=1.0)  # played, but the engine gave no ids
+    failed = harness.Trajectory(index=1, status="failed", error="the server went away")
+    batch = _batch([untokenised, failed], SimpleNamespace(eos_token_id=EOS))
+    assert batch["env_mask"] == [[0], [0]] and batch["completion_ids"] == [[EOS], [EOS]]
+    assert batch["episode_return"] == [1.0, None]  # a real outcome counts in its group's baseline; an error not
+    assert mcpgym.trl.episode_return([], batch["episode_return"]) == [1.0, None]

@@ -24,6 +24,11 @@ sends it), or a per-episode key registered with POST /mcpgym/keys. Read the trac
 mcpgym.read_traces(DIR).
 """
 
+SLOW_PARSER = (
+    "mcpgym gateway: httptools is not installed, so uvicorn parses HTTP in pure Python (h11), which costs "
+    "~0.15 ms of CPU more per model call; pip install 'mcpgym[fast]' (httptools, uvloop) to avoid it"
+)
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -82,6 +87,8 @@ def dispatch(args: argparse.Namespace) -> None:
     def ready(url: str) -> None:
         where = f"; recording under {args.record}" if args.record else ""
         print(f"mcpgym gateway: {url}/v1 -> {args.upstream}{where}", file=sys.stderr, flush=True)
+        if importlib.util.find_spec("httptools") is None:  # the largest single cost we measured (docs/traces.md)
+            print(SLOW_PARSER, file=sys.stderr, flush=True)
 
     try:
         # uvloop when installed (the `fast` extra): every model call crosses two sockets here.

@@ -35,6 +35,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from yarl import URL
 
 from mcpgym._core.protocol import EPISODE_HEADER
 from mcpgym.gateway import anthropic, engine, sse
@@ -80,6 +81,7 @@ class Gateway:
         if not self.config.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must start with http:// or https://, got {self.config.upstream!r}")
         self.base = self.config.upstream.rstrip("/")
+        self.chat_url = URL(self.base + "/chat/completions")  # parsed once, not per call
         if self.config.record is not None:
             self.recorder = Recorder(self.config.record)
 
@@ -156,12 +158,10 @@ class Gateway:
         stream, options = bool(body.pop("stream", False)), body.pop("stream_options", None)
         keep = request.headers.get(TOKENS_HEADER) == "1"
         status, reply = await self._complete(request, key, body, raw, "chat", stream=stream, keep=keep, started=started)
-        if status != 200:
-            return Response(reply, status_code=status, media_type="application/json")
-        if stream:
+        if stream and status == 200:
             usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            return Response(sse.chat_stream(json.loads(reply), usage), media_type="text/event-stream")
-        return Response(reply, media_type="application/json")
+            return Response(sse.chat_stream(reply, usage), media_type="text/event-stream")
+        return Response(json.dumps(reply).encode(), status_code=status, media_type="application/json")
 
     async def messages(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -179,9 +179,9 @@ class Gateway:
         stream = bool(body.get("stream"))
         status, reply = await self._complete(request, key, chat, raw, "messages", stream=stream, started=started)
         if status != 200:
-            text = json.loads(reply).get("error", {}).get("message", "") if reply else ""
+            text = reply["error"]["message"]
             return JSONResponse(anthropic.error(status, text or f"upstream HTTP {status}"), status_code=status)
-        message = anthropic.from_chat(json.loads(reply), body.get("model"))
+        message = anthropic.from_chat(reply, body.get("model"))
         if stream:
             return Response(anthropic.stream(message), media_type="text/event-stream")
         return JSONResponse(message)
@@ -224,8 +224,9 @@ class Gateway:
         stream: bool,
         started: float,
         keep: bool = False,
-    ) -> tuple[int, bytes]:
-        """Ask the engine, record the call, and return (status, reply body for the client)."""
+    ) -> tuple[int, dict[str, Any]]:
+        """Ask the engine, record the call, and return (status, the reply for the client or an
+        OpenAI error body). The reply is parsed once and serialised once, by the route."""
         episode_id = self._episode_id(request, key)
         episode = self.episodes.get(episode_id)
         if episode is None:  # first seen by this process: an earlier one may have recorded its first turns
@@ -260,16 +261,15 @@ class Gateway:
             }
             self.recorder.append(episode_id, call)
         if reply is None:
-            return status, json.dumps({"error": {"message": error, "type": "upstream_error", "code": status}}).encode()
-        return 200, json.dumps(engine.hide(reply, added)).encode()
+            return status, {"error": {"message": error, "type": "upstream_error", "code": status}}
+        return 200, engine.hide(reply, added)
 
     async def _post(self, request: Request, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None, str | None]:
         assert self.client is not None, "the gateway's client opens with the app's lifespan"
-        url = self.base + "/chat/completions"
+        url = self.chat_url
+        data = json.dumps(body).encode()  # bytes: aiohttp sends them as they are (no text payload to encode)
         try:
-            async with self.client.post(
-                url, data=json.dumps(body), headers=self._upstream_headers(request)
-            ) as response:
+            async with self.client.post(url, data=data, headers=self._upstream_headers(request)) as response:
                 status, content = response.status, await response.read()
         except TimeoutError:  # (aiohttp's own timeout error is one)
             return 504, None, f"the engine at {url} did not answer within {self.config.timeout:g}s"

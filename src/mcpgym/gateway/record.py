@@ -6,6 +6,13 @@ line cut short by a power loss is skipped when read). The files of the most rece
 episodes stay open (opening and closing one per call measured ~50 us of the gateway's added
 latency); the least recent is closed past `OPEN_FILES`. Episode ids are names chosen by
 clients: one that is not a safe file name is stored under a hash of it (the id is in every line).
+
+A prompt that begins with the episode's previous recorded prompt (a multi-turn agent's always
+does) is written as `prompt_from` (that call's `id`) and `prompt_tail` (the rest) instead of
+`prompt_token_ids`, and `read_calls` joins them again: writing the whole prompt on every call
+cost O(context) per call and O(turns x context) on disk (at 8,000 prompt tokens 225-300 us of
+CPU more per call, benchmarks/bench_gateway.py); the comparison with the previous prompt costs
+~8x less than serialising it. The last prompt is kept for the episodes whose files are open.
 """
 
 from __future__ import annotations
@@ -42,18 +49,34 @@ class Recorder:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._files: OrderedDict[str | None, BinaryIO] = OrderedDict()
+        self._prompts: dict[str | None, tuple[str, list[int]]] = {}
+        """The last recorded (call id, prompt) of each episode whose file is open."""
 
     def append(self, episode_id: str | None, call: dict[str, Any]) -> None:
         """Append `call` (`Call`'s fields) to `episode_id`'s file, in one write, flushed."""
-        line = json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        line = json.dumps(self._shortened(episode_id, call), separators=(",", ":"), ensure_ascii=False).encode()
         file = self._files.pop(episode_id, None)
         if file is None:
             file = open(self.directory / file_name(episode_id), "ab")
             while len(self._files) >= OPEN_FILES:
-                self._files.popitem(last=False)[1].close()
+                closed, oldest = self._files.popitem(last=False)
+                oldest.close()
+                self._prompts.pop(closed, None)
         self._files[episode_id] = file  # most recent last
-        file.write(line)
+        file.write(line + b"\n")
         file.flush()
+
+    def _shortened(self, episode_id: str | None, call: dict[str, Any]) -> dict[str, Any]:
+        """`call` with its prompt as a tail of the episode's previous prompt, when it extends it."""
+        prompt = call.get("prompt_token_ids")
+        if not isinstance(prompt, list):
+            return call
+        previous = self._prompts.get(episode_id)
+        self._prompts[episode_id] = (call["id"], prompt)
+        if previous is None or prompt[: len(previous[1])] != previous[1]:
+            return call
+        short = {k: v for k, v in call.items() if k != "prompt_token_ids"}
+        return short | {"prompt_from": previous[0], "prompt_tail": prompt[len(previous[1]) :]}
 
     def recorded(self, episode_id: str | None) -> int:
         """How many calls `episode_id`'s file already holds (a restarted gateway numbers on from there)."""
@@ -66,6 +89,7 @@ class Recorder:
     def close(self) -> None:
         while self._files:
             self._files.popitem()[1].close()
+        self._prompts.clear()
 
 
 def read_calls(directory: str | Path) -> dict[str | None, list[Call]]:
@@ -73,11 +97,16 @@ def read_calls(directory: str | Path) -> dict[str | None, list[Call]]:
     JSON (cut short) is skipped."""
     episodes: dict[str | None, list[Call]] = defaultdict(list)
     for path in sorted(Path(directory).glob("*.jsonl")):
+        prompts: dict[Any, list[int] | None] = {}  # by call id, for the prompts written as tails
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if "prompt_from" in record:  # a tail: its base is an earlier line (lost, cut short: unknown)
+                base = prompts.get(record["prompt_from"])
+                record["prompt_token_ids"] = None if base is None else base + record.get("prompt_tail", [])
             call = Call.model_validate(record)
+            prompts[call.id] = call.prompt_token_ids
             episodes[call.episode_id].append(call)
     return {episode: sorted(calls, key=lambda c: c.turn) for episode, calls in episodes.items()}

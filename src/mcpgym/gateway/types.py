@@ -46,6 +46,7 @@ class Call(_Frozen):
     sampling: dict[str, Any] = Field(default_factory=dict)
     """Every other request field the client sent (temperature, max_tokens, n, stop, ...)."""
     prompt_token_ids: list[int] | None = None
+    """The whole prompt, as the engine tokenised it (in the file, often `prompt_from` + `prompt_tail`: `record`)."""
     choices: list[Choice] = Field(default_factory=list)
     usage: dict[str, Any] | None = None
     status: int = 200

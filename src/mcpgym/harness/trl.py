@@ -15,18 +15,28 @@ GRPO's group baseline needs). The episodes are played by `harness.rollout` with 
 started for the batch in front of the trainer's vLLM server (`GRPOConfig.vllm_server_base_url`,
 or its host and port). The tokens trained on are the gateway's: exactly what the engine sampled,
 with its logprobs, so TRL's importance-sampling correction sees the sampler's own numbers.
+
+One rollout is one sample, and a sample is one token sequence: when an episode's prompts
+diverged (the chat template re-rendered history, e.g. dropped earlier reasoning; the harness
+compacted its context), its tokens are several branches (`gateway.merge`) and only one can be
+the sample. Joining them would put later turns after text the model never saw there, so the
+trainer's logprobs (and its importance ratios) would be for another context. The sample is the
+last branch the model generated in: its prompt holds the earlier turns as re-rendered (mask 0),
+its model tokens are exactly what the engine sampled in that context. `branches` and
+`untrained_tokens` (the model tokens of the other branches) say per rollout what was left out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcpgym.gateway import GatewayConfig, running
+from mcpgym.gateway import GatewayConfig, TokenSequence, running
 from mcpgym.harness.openai import OpenAIPolicy
 from mcpgym.harness.rollout import rollout
 from mcpgym.harness.types import Trajectory
@@ -55,8 +65,14 @@ def rollout_func(
 
     `model` defaults to the trainer's model name; `max_tokens` to `max_completion_length`. A
     rollout whose episode failed, or whose engine gave no token ids, gets a one-token completion
-    that is masked out (`env_mask` 0) and reward 0. When an episode's prompts diverged (the
-    template re-rendered history), the last branch is the one trained on.
+    that is masked out (`env_mask` 0). Its `episode_return` is the episode's return, which still
+    counts in its group's baseline, or None when the episode failed (an error is not an outcome
+    of the policy: TRL leaves a rollout that every reward function scores None out of the
+    baseline and gives it no advantage). When an episode's prompts diverged, its last
+    branch that has model tokens is the sample (see the module docstring), a warning says so
+    once, and the extra fields `branches` and `untrained_tokens` count what was left out. A model
+    token the engine gave no logprob for gets `None`, which TRL leaves out of its
+    importance-sampling correction.
     """
 
     def run(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
@@ -120,6 +136,14 @@ async def _play(
         return await play(served + "/v1")
 
 
+DIVERGED = (
+    "mcpgym.trl.rollout_func: an episode's prompts diverged from the tokens the model generated (the chat "
+    "template re-rendered earlier turns, or the harness compacted its context), so its tokens are several "
+    "branches; each such rollout trains on its last branch only. The `branches` and `untrained_tokens` fields "
+    "count what was left out (docs/traces.md, 'Training with TRL')."
+)
+
+
 def _batch(trajectories: list[Trajectory], tokenizer: Any) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {
         "prompt_ids": [],
@@ -127,22 +151,35 @@ def _batch(trajectories: list[Trajectory], tokenizer: Any) -> dict[str, list[Any
         "logprobs": [],
         "env_mask": [],
         "episode_return": [],
+        "branches": [],
+        "untrained_tokens": [],
     }
     filler = getattr(tokenizer, "eos_token_id", None)
     filler = 0 if filler is None else filler
     for trajectory in trajectories:
-        sequence = trajectory.tokens[-1] if trajectory.tokens else None
-        if sequence is None or trajectory.failed or sequence.prompt_length == len(sequence.token_ids):
+        sequence = _sample(trajectory.tokens)
+        out["branches"].append(len(trajectory.tokens))
+        out["untrained_tokens"].append(sum(sum(s.mask) for s in trajectory.tokens if s is not sequence))
+        out["episode_return"].append(None if trajectory.failed else float(trajectory.reward))
+        if sequence is None or trajectory.failed:
             out["prompt_ids"].append([filler])
             out["completion_ids"].append([filler])
             out["logprobs"].append([0.0])
             out["env_mask"].append([0])
-            out["episode_return"].append(0.0)
             continue
         ids, mask, logprobs = sequence.completion
         out["prompt_ids"].append(sequence.token_ids[: sequence.prompt_length])
         out["completion_ids"].append(ids)
-        out["logprobs"].append([0.0 if lp is None else lp for lp in logprobs])
+        # Observation tokens (mask 0) get 0.0, as TRL's own tool loop gives them; a model token
+        # without a logprob keeps None (TRL: no importance-sampling correction for it), never a 0.0
+        # that would stand for probability 1.
+        out["logprobs"].append([lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)])
         out["env_mask"].append(mask)
-        out["episode_return"].append(float(trajectory.reward))
+    if any(n > 1 for n in out["branches"]):
+        warnings.warn(DIVERGED, stacklevel=3)
     return out
+
+
+def _sample(branches: list[TokenSequence]) -> TokenSequence | None:
+    """The branch a rollout trains on: the last one with a model token (None: no branch has one)."""
+    return next((s for s in reversed(branches) if any(s.mask)), None)

@@ -20,8 +20,10 @@ def rollout_func(target: Any, **options: Any) -> RolloutFunc:
     Each prompt of a batch is one episode (its seed a stable hash of the prompt, so the G
     rollouts of a prompt start alike), played by `harness.rollout` through a gateway started in
     front of the trainer's vLLM server (or `base_url=`); returns TRL's `prompt_ids`,
-    `completion_ids`, `logprobs` and `env_mask` from the gateway's merged token sequence, plus
-    `episode_return` (the episode return) for the reward functions. Options: see
+    `completion_ids`, `logprobs` and `env_mask` from the gateway's merged token sequence (an
+    episode whose prompts diverged: its last branch), plus `episode_return` (the episode
+    return) for the reward functions and `branches` and `untrained_tokens` (what a diverged
+    episode's sample left out). Options: see
     `mcpgym.harness.trl.rollout_func` (`base_url`, `model`, `task`, `max_turns`, `concurrency`,
     `system_prompt`, `temperature`, `max_tokens`, `record`, `episode_timeout`).
     """
@@ -29,6 +31,7 @@ def rollout_func(target: Any, **options: Any) -> RolloutFunc:
     return play
 
 
-def episode_return(completions: list[Any], episode_return: list[float], **_: Any) -> list[float | None]:
-    """A reward function for `GRPOTrainer(reward_funcs=...)` with `rollout_func`: each rollout's episode return."""
-    return [float(r) for r in episode_return]
+def episode_return(completions: list[Any], episode_return: list[float | None], **_: Any) -> list[float | None]:
+    """A reward function for `GRPOTrainer(reward_funcs=...)` with `rollout_func`: each rollout's
+    episode return (None for an episode that failed: TRL leaves it out of the group's baseline)."""
+    return [None if r is None else float(r) for r in episode_return]
