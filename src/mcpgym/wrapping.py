@@ -86,6 +86,7 @@ def wrap(
     name: str | None = None,
     server_requests: ServerRequests = "forward",
     on_notification: OnNotification | None = None,
+    show_stderr: bool = False,
 ) -> type[WrappedEnvironment]:
     """An environment class whose episodes each run a fresh instance of the MCP server `command`.
 
@@ -107,7 +108,9 @@ def wrap(
     server's sampling, elicitation and roots requests to the driving client when it declared the
     capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
     model to sample from), with an error that says why, recorded in the episode's state
-    (`info["server_requests"]`); "refuse" refuses them always.
+    (`info["server_requests"]`); "refuse" refuses them always. Each instance's stderr (the
+    banner most servers print) is kept quiet and quoted when the server fails to start;
+    `show_stderr=True` passes it through.
 
     Returns at once: what can be checked without the server (the program, the settings, the
     task file) is checked here; the server first starts when the tools are needed (see the
@@ -148,6 +151,7 @@ def wrap(
             name=cls_name,
             server_requests=server_requests,
             on_notification=on_notification,
+            show_stderr=show_stderr,
         )
         namespace["_built"].append(built)
         return dict(built.__mcpgym_tools__)

@@ -400,6 +400,7 @@ def wrap(
     name: str | None = None,
     server_requests: ServerRequests = "forward",
     on_notification: OnNotification | None = None,
+    show_stderr: bool = False,
 ) -> type[WrappedEnvironment]:
     """The class itself, built at once (starting the server to list its tools): what
     `mcpgym.wrapping.wrap` builds on first need. Its arguments are documented there."""
@@ -420,7 +421,13 @@ def wrap(
     _remove_at_exit(base)  # each workspace goes with its instance; then their parent
     passthrough = Passthrough(server_requests, on_notification)
     launcher = Launcher(
-        argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout, passthrough=passthrough
+        argv,
+        box,
+        base,
+        start_timeout=start_timeout,
+        call_timeout=call_timeout,
+        passthrough=passthrough,
+        show_stderr=show_stderr,
     )
     probe = _probe(launcher, task_list[0])
     listed = probe.tools[_EVERYTHING]
