@@ -14,7 +14,7 @@ The simulation (every number from one `random.Random(seed)`, so a run repeats ex
   for each.
 - Two scenarios, in the same run: a *static* population (the probabilities never change) and a
   *learning* one, where a group that carries a gradient (rewards not all equal) raises that
-  task's logit by `--learning-rate` (0.05: about 120 useful groups take a task from p = 0.5 to
+  task's logit by `--learning-rate` (0.05: about 120 useful groups take a task from p = 0.05 to
   p = 0.95), so tasks drift from "in reach" to "solved" and a sampler must track a moving
   target (learnability's `decay`). Learning on a task moves only that task: no transfer.
 - Each policy is trained twice from the same start, once per sampler: the real

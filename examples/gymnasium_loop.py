@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from gymnasium.utils.env_checker import check_env
+
 import mcpgym.gymnasium
 
 
@@ -34,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> list[float]:
     parser.add_argument("--target", default="mcpgym.servers.echo")
     args = parser.parse_args(argv)
     returns = []
+    # --8<-- [start:loop]
     with mcpgym.gymnasium.make(args.target) as env:
+        check_env(env)  # Gymnasium's own environment checker passes
         print(f"action space: {env.action_space}\ntools: {env.tool_names}")
         for episode in range(args.episodes):
             observation, _ = env.reset(seed=episode)
@@ -48,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> list[float]:
                 total += float(reward)
             returns.append(total)
             print(f"episode {episode}: return {total}")
+    # --8<-- [end:loop]
     return returns
 
 

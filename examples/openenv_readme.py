@@ -9,6 +9,7 @@ OpenEnv's own, so the imports below name them where `openenv` keeps them and the
 a local one. Everything else is the README's code as it stands. tests/test_openenv_serve.py runs it.
 """
 
+# --8<-- [start:readme]
 import asyncio
 import sys
 
@@ -48,3 +49,4 @@ with EchoEnv(base_url=BASE_URL).sync() as client:
         )
     )
     print(result.observation.result["data"])
+# --8<-- [end:readme]

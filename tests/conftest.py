@@ -66,3 +66,17 @@ def repo_root() -> Iterator[str]:
     import pathlib
 
     yield str(pathlib.Path(__file__).resolve().parent.parent)
+
+
+@pytest.fixture
+def own_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A lock directory of a test's own (inherited by its subprocesses): what it counts is
+    its own, whatever other coding servers on the machine hold or release meanwhile."""
+    from collections import deque
+
+    from mcpgym._isolation import uids as _uids
+
+    directory = tmp_path / "uid-locks"
+    monkeypatch.setenv(_uids.LOCK_DIRECTORY_VARIABLE, str(directory))
+    monkeypatch.setattr(_uids, "_RESERVE", deque())  # claimed under the host's directory: not these
+    return directory

@@ -24,7 +24,7 @@ from mcpgym._targets.target import TargetError, parse_text
 from mcpgym.bridges.gymnasium import GymnasiumEnvironment
 from mcpgym.bridges.gymnasium._spaces import to_json
 from mcpgym.testing import assert_doors_agree
-from tests.conftest import stdio
+from tests.conftest import DOORS, door, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -245,6 +245,25 @@ async def test_results_carry_the_ansi_text_and_the_rgb_array_image() -> None:
         frame.reset(seed=0)
         frame.step(0)
         assert (height, width) == np.asarray(frame.render()).shape[:2]
+
+
+@pytest.mark.parametrize("kind", DOORS)
+async def test_render_shows_the_current_frame_on_every_door(kind: str) -> None:
+    async with door(kind, environment("gym:FrozenLake-v1")) as target, mcpgym.connect(target) as env:
+        await env.reset(seed=0)
+        before = (await env.state()).render
+        step = await env.call_tool("step", {"action": 1})
+        after = (await env.state()).render
+    assert before is not None and after is not None and before.text != after.text
+    assert after.text == step.observation.content[1].text  # type: ignore[union-attr]  # the step's own ansi render
+    assert after.image == step.observation.content[2].data  # type: ignore[union-attr]
+    assert after.mime_type == "image/png" and base64.b64decode(after.image or "").startswith(b"\x89PNG")
+
+
+async def test_an_environment_without_render_modes_renders_nothing() -> None:
+    async with mcpgym.connect("gym:mcpgym-test/Spaces-v0") as env:
+        await env.reset(seed=0)
+        assert (await env.state()).render is None
 
 
 @pytest.mark.parametrize("text", [*TOY_TEXT, IMAGE, "gym:mcpgym-test/Spaces-v0", "gym:Pendulum-v1"])

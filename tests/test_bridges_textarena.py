@@ -5,6 +5,7 @@ HTTP (TicTacToe). Both games need no downloaded data (no nltk word lists)."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import anyio
@@ -112,6 +113,15 @@ def test_every_textarena_environment_passes_mcpgym_check(text: str) -> None:
     assert mcpgym.check_environment(environment(text), raise_on_error=False) == []
 
 
+OFFLINE = ["Nim", "ConnectFour", "Mastermind", "TowerOfHanoi", "Minesweeper", "Sudoku", "Crosswords", "KuhnPoker"]
+"""Games docs/bridges.md lists as loading without downloaded data or an API key."""
+
+
+@pytest.mark.parametrize("game", OFFLINE)
+def test_the_games_the_docs_list_as_needing_no_data_load_and_pass_mcpgym_check(game: str) -> None:
+    assert mcpgym.check_environment(environment(f"textarena:{game}-v0"), raise_on_error=False) == []
+
+
 async def test_two_mcp_clients_play_one_shared_match_over_http() -> None:
     """Each player is an MCP client in its own episode; turns alternate by construction."""
     cls = environment(TICTACTOE)
@@ -177,3 +187,25 @@ async def test_a_taken_or_missing_seat_is_refused() -> None:
 def test_a_bad_textarena_target_says_what_is_wrong(text: str, says: str) -> None:
     with pytest.raises(TargetError, match=says):
         parse_text(text)
+
+
+def test_a_game_that_cannot_be_made_says_why_not_that_it_has_no_seats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TextArena's own reason (a missing API key) comes through; NLTK data it could not download
+    is named with the command that fetches it; a KeyError of the game's own is not called data."""
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    with pytest.raises(TargetError, match="OPENROUTER_API_KEY"):
+        parse_text("textarena:TwentyQuestions-v0")
+    nltk_says = "\n  Resource \x1b[93mwords\x1b[0m not found.\n  Please use the NLTK Downloader"
+    for raised, says in [
+        (LookupError("\n  Resource 'words' not found.\n  Please use the NLTK Downloader"), "nltk.downloader words"),
+        (LookupError(nltk_says), "the game needs NLTK"),
+        (KeyError("board"), "KeyError: 'board'"),
+        (SyntaxError("f-string: unmatched '['"), "SyntaxError: f-string"),
+    ]:
+
+        def make(game_id: str, raised: Exception = raised, **kwargs: Any) -> Any:
+            raise raised
+
+        monkeypatch.setattr(textarena, "make", make)
+        with pytest.raises(TargetError, match=re.escape(says)):
+            parse_text(f"textarena:Broken{len(says)}-v0")

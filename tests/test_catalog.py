@@ -15,12 +15,13 @@ from mcp.shared.exceptions import MCPError
 
 import mcpgym
 from mcpgym import harness
+from mcpgym._core.errors import INVALID_PARAMS
 from mcpgym._episode.catalog import PAGE_SIZE, TASK_KEY
 from mcpgym.servers.blackjack import Blackjack
 from mcpgym.servers.blackjack._game import Game
 from mcpgym.servers.coding import Coding, load_tasks
 from mcpgym.servers.echo import Echo
-from tests.conftest import serve_gym
+from tests.conftest import DOORS, door, serve_gym
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +221,51 @@ async def test_picking_a_prompt_over_stdio_starts_that_task() -> None:
         result = await agent.call_tool("stand", {})
     table = result.structured_content
     assert table is not None and table["your_cards"] == game.player and table["dealer_cards"][:2] == game.dealer
+
+
+class Levels(mcpgym.Environment):
+    """Three tasks named by `options["task_id"]`, as wrapped servers and reasoning-gym name theirs."""
+
+    LEVELS = ("level/1", "level/2", "level/3")
+
+    def catalog(self) -> list[mcpgym.Task]:
+        return [mcpgym.Task(id=name, prompt=f"Play {name}.", options={"task_id": name}) for name in self.LEVELS]
+
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> str:
+        wanted = (options or {}).get("task_id", "level/1")
+        if wanted == "level/3":
+            raise RuntimeError("level 3 is broken")  # a real bug: kept loud
+        if wanted not in self.LEVELS:
+            raise ValueError(f"no level {wanted!r}")
+        return f"playing {wanted}"
+
+    @mcpgym.tool
+    async def win(self) -> str:
+        """Win."""
+        return "won"
+
+
+@pytest.mark.parametrize("kind", DOORS)
+async def test_an_unknown_task_id_is_said_once_with_some_valid_ids(kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with door(kind, Levels) as target, mcpgym.connect(target) as env:
+        assert (await env.reset(options={"task_id": "level/2"})).observation == "playing level/2"
+        with pytest.raises(MCPError) as refused:
+            await env.reset(options={"task_id": "level/9"})
+        assert refused.value.error.code == INVALID_PARAMS
+        assert refused.value.error.message == (
+            "Unknown task_id 'level/9'. This environment's tasks include: level/1, level/2, level/3 (3 in all; "
+            "mcpgym.list_tasks lists them). Levels.reset said: ValueError: no level 'level/9'"
+        )
+        assert not [r for r in caplog.records if r.exc_info]  # no server traceback for the caller's mistake
+        with pytest.raises(MCPError, match=r"Levels\.reset raised RuntimeError: level 3 is broken") as broken:
+            await env.reset(options={"task_id": "level/3"})  # a listed task whose reset fails is a bug
+        assert broken.value.error.code != INVALID_PARAMS
+
+
+async def test_a_wrapped_server_says_the_same_of_an_unknown_task_id(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.wrap_envs import WrappedCounter
+
+    async with mcpgym.connect(mcpgym.GymServer(WrappedCounter)) as env:
+        with pytest.raises(MCPError, match=r"^Unknown task_id 'nope'\. This environment's tasks include: reach-3 \("):
+            await env.reset(options={"task_id": "nope"})
+    assert not [r for r in caplog.records if r.exc_info]

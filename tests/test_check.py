@@ -8,6 +8,7 @@ import pytest
 
 import mcpgym
 from mcpgym import servers
+from mcpgym._cli.main import main
 from mcpgym._episode.check import EnvironmentCheckError
 from mcpgym.servers.echo import Echo
 from mcpgym.testing import environments_in
@@ -21,6 +22,26 @@ def test_there_are_servers_to_check() -> None:
 @pytest.mark.parametrize("env", environments_in(servers), ids=lambda e: e.__name__)
 def test_every_shipped_server_passes(env: type[mcpgym.Environment]) -> None:
     assert mcpgym.check_environment(env) == []
+
+
+BRIDGED = [
+    "gym:Blackjack-v1",  # the seed deals the first hand
+    "gym:CartPole-v1",  # ... and draws the start state
+    "textarena:GuessTheNumber-v0",
+    "textarena:TicTacToe-v0?seat=1",  # the seeded built-in opponent opens
+]
+
+
+@pytest.mark.parametrize("target", BRIDGED)
+def test_every_bridge_target_passes_mcpgym_check_on_the_command_line(
+    target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bridged environment's reset is named by its seed alone, as a shipped one's is (#27):
+    `check` resets two instances with one seed and compares what they show."""
+    with pytest.raises(SystemExit) as exc:
+        main(["check", target])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and f"{target}: OK" in out, out
 
 
 class NoTools(mcpgym.Environment):

@@ -55,11 +55,28 @@ def test_call_prints_card_suits_as_suits() -> None:
     assert "Q♦" in out.stdout and "\\u2666" not in out.stdout, out.stdout
 
 
-def test_tools_shows_the_whole_first_sentence_of_a_wrapped_docstring() -> None:
-    from mcpgym._cli.tools import first_sentence
+WRAPPED = '''
+import mcpgym
 
-    wrapped = "Show this episode's task: its id, the prompt\n    to complete. Then more.\n\nArgs: none"
-    assert first_sentence(wrapped) == "Show this episode's task: its id, the prompt to complete."
+
+class Wrapped(mcpgym.Environment):
+    @mcpgym.tool
+    async def get_task(self) -> str:
+        """Show this episode's task: its id, the prompt to complete and the function to
+        implement, e.g. `add(a, b)`, i.e. what is graded. Then more.
+
+        Args: none
+        """
+        return "task"
+'''
+
+
+def test_tools_shows_the_whole_first_sentence_of_a_wrapped_docstring(tmp_path: Path) -> None:
+    (tmp_path / "wrapped.py").write_text(WRAPPED)
+    out = _run("tools", str(tmp_path / "wrapped.py"))
+    assert out.returncode == 0, out.stderr
+    sentence = "Show this episode's task: its id, the prompt to complete and the function to implement, "
+    assert out.stdout == f"get_task()\n    {sentence}e.g. `add(a, b)`, i.e. what is graded.\n"
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,18 @@ failed before its fix."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
-from typing import Any, ClassVar
+from collections.abc import AsyncGenerator, Awaitable
+from types import SimpleNamespace
+from typing import Any, ClassVar, cast
 
+import aiohttp
 import mcp_types as types
 import pytest
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp.client.session import ClientSession
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT, JSONRPCRequest, JSONRPCResponse
 
 import mcpgym
+from mcpgym._client import dispatch, session_door
 from mcpgym._core.protocol import ResetResult, new_episode_id
 from mcpgym._core.types import EpisodeState, ToolStep
 from mcpgym.pool import Pool
@@ -160,3 +164,38 @@ async def test_a_pool_names_an_id_it_never_held_as_the_server_does() -> None:
             with pytest.raises(mcpgym.MCPError) as caught:
                 await env.state()
     assert caught.value.code == INVALID_PARAMS and "Unknown episode" in caught.value.message
+
+
+async def test_an_event_stream_left_at_its_answer_is_closed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[str] = []
+
+    async def events(lines: object) -> AsyncGenerator[bytes, None]:
+        try:
+            yield b'{"jsonrpc": "2.0", "id": 1, "result": {}}'
+            yield b'{"jsonrpc": "2.0", "method": "notifications/message"}'
+        finally:
+            closed.append("events")
+
+    monkeypatch.setattr(dispatch, "_sse_data", events)
+    request = JSONRPCRequest(jsonrpc="2.0", id=1, method="ping")
+    response = cast(aiohttp.ClientResponse, SimpleNamespace(content=None))
+    reply = await dispatch.HTTPDispatcher("http://127.0.0.1:9/mcp")._read_events(response, request, {})
+    # Before: the generator was left suspended, closed later by the loop's finaliser hook.
+    assert isinstance(reply, JSONRPCResponse) and closed == ["events"]
+
+
+async def test_a_listing_left_at_its_limit_is_closed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[str] = []
+
+    async def pages(listing: object) -> AsyncGenerator[Any, None]:
+        try:
+            prompts = [types.Prompt(name=name) for name in ("a", "b")]
+            yield types.ListPromptsResult(prompts=prompts, next_cursor="more")
+            yield types.ListPromptsResult(prompts=[])
+        finally:
+            closed.append("pages")
+
+    monkeypatch.setattr(session_door, "_pages", pages)
+    door = session_door.SessionDoor(cast(ClientSession, SimpleNamespace(list_prompts=None)), ("server", "fake"))
+    tasks = await door.list_tasks(1, prompts=False)
+    assert [task.id for task in tasks] == ["a"] and closed == ["pages"]

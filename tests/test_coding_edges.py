@@ -139,9 +139,11 @@ _SQUATTERS = {
 @pytest.mark.skipif(not SANDBOX.protections.own_uid, reason="uids of their own need a root server")
 @pytest.mark.parametrize("squatter_kind", list(_SQUATTERS))
 def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
-    monkeypatch: pytest.MonkeyPatch, squatter_kind: str
+    monkeypatch: pytest.MonkeyPatch, squatter_kind: str, own_locks: Path
 ) -> None:
-    """Every server process counts uids from the same base: a fresh one must skip what another holds."""
+    """Every server process counts uids from the same base: a fresh one must skip what another holds.
+    The holder and this test share a lock directory of their own, so coding servers elsewhere on
+    the machine cannot take the uids the assertion counts."""
     claim = (
         "import sys\nfrom mcpgym.servers.coding import Sandbox\n"
         "print(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"

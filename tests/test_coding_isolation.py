@@ -194,20 +194,6 @@ async def test_listings_are_unambiguous_for_names_with_newlines_quotes_and_arrow
     assert sorted(listing) == sorted(['" pad"', '"a -> b"', '"notes\\nsolution.py"', "plain.py", '"say \\"hi\\""'])
 
 
-@pytest.fixture
-def own_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A lock directory of these tests' own (inherited by their subprocesses): what they count is
-    theirs, whatever other coding servers on the machine hold or release meanwhile."""
-    from collections import deque
-
-    from mcpgym._isolation import uids as _uids
-
-    directory = tmp_path / "uid-locks"
-    monkeypatch.setenv(_uids.LOCK_DIRECTORY_VARIABLE, str(directory))
-    monkeypatch.setattr(_uids, "_RESERVE", deque())  # claimed under the host's directory: not these
-    return directory
-
-
 def test_uid_locks_are_removed_when_released_and_a_released_lock_is_never_shared(own_locks: Path) -> None:
     from mcpgym._isolation import uids as _uids
 

@@ -44,3 +44,30 @@ def test_install_commands_work_from_a_checkout_whatever_its_folder_is_called() -
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     offenders = [str(p.relative_to(REPO)) for p in pages if "pip install ./mcpgym" in p.read_text()]
     assert offenders == []
+
+
+def test_the_api_reference_covers_every_public_name_and_the_environment_contract() -> None:
+    import mcpgym
+
+    page = (REPO / "docs" / "api" / "mcpgym.md").read_text()
+    shown = {line.removeprefix("::: mcpgym.").strip() for line in page.splitlines() if line.startswith("::: mcpgym.")}
+    shown |= {line.removeprefix("### mcpgym.").strip() for line in page.splitlines() if line.startswith("### mcpgym.")}
+    shown |= {name for name in mcpgym.__all__ if f"| `mcpgym.{name}` |" in page}  # the constants' table
+    assert set(mcpgym.__all__) - shown == set(), "add these names to docs/api/mcpgym.md"
+    assert shown - set(mcpgym.__all__) == {"_episode.environment"}  # the contract the class docstring points to
+    assert "The Environment contract" in (mcpgym.Environment.__doc__ or "")
+
+
+def test_the_tutorial_scaffolds_a_name_no_shipped_environment_has_and_shows_its_class() -> None:
+    import re
+
+    from mcpgym._cli.init import names
+    from mcpgym._targets.names import lookup
+
+    tutorial = (REPO / "docs" / "tutorials" / "write-an-environment.md").read_text()
+    (name,) = re.findall(r"mcpgym init (\S+)", tutorial)
+    scaffold = names(name)
+    assert lookup(scaffold["package"]) is None and lookup(name) is None  # not `maze`, which ships
+    assert f"class {scaffold['cls']}(mcpgym.Environment):" in tutorial
+    bullets = [line for line in tutorial.splitlines() if line.startswith("- ")]
+    assert len(bullets) == len(set(bullets)) and "In full:" not in tutorial  # one list of the rules

@@ -214,6 +214,24 @@ async def test_no_retries_means_one_attempt(tmp_path: Path) -> None:
     assert code == 0 and t.status == "ok"  # not "AssertionError: unreachable"
 
 
+def test_rollout_against_a_dead_model_endpoint_says_so_without_retrying(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def retried(*args: object) -> float:
+        raise AssertionError("a refused connection was retried")
+
+    monkeypatch.setattr(harness.Backoff, "delay", retried)
+    with socket.socket() as probe:  # a free port nobody listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    argv = ["mcpgym", "rollout", "mcpgym.servers.echo:Echo", "--model", "m", "--base-url", url, "--episodes", "2"]
+    assert _exit_code([*argv, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "2 episodes: mean reward 0.000 over 0 ok, 2 failed" in err
+    assert f"nothing listens at {url}/chat/completions (connection refused): start the model server" in err
+
+
 def _exit_code(argv: list[str]) -> object:
     with pytest.raises(SystemExit) as exit:
         mcpgym_cli.main(argv[1:])

@@ -140,12 +140,33 @@ async def test_client_errors_are_not_retried() -> None:
     assert len(endpoint.requests) == 1
 
 
-async def test_an_unreachable_endpoint_fails_after_retries() -> None:
+async def test_a_refused_connection_fails_at_once_until_the_endpoint_has_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    delays: list[int] = []
+    real = harness.Backoff.delay
+
+    def delay(self: harness.Backoff, retry: int, retry_after: float | None = None) -> float:
+        delays.append(retry)
+        return real(self, retry, retry_after)
+
+    monkeypatch.setattr(harness.Backoff, "delay", delay)
     async with scripted() as (_, base):
         pass  # the port is closed again: connections are refused
     async with policy(base, "solve") as p:
         (t,) = await harness.rollout(Echo, p)
-    assert t.failed and t.error is not None and "cannot reach" in t.error
+    assert t.failed and t.error is not None and f"nothing listens at {base}/chat/completions" in t.error
+    assert delays == []  # no retry: nothing listens there
+    async with contextlib.AsyncExitStack() as stack:
+        server = contextlib.AsyncExitStack()
+        _, served = await server.enter_async_context(scripted())
+        stack.push_async_exit(server)
+        p = await stack.enter_async_context(policy(served, "solve"))
+        (ok,) = await harness.rollout(Echo, p)
+        await server.aclose()  # the endpoint stops: its port refuses connections now
+        (gone,) = await harness.rollout(Echo, p)  # it answered before: a refusal now is a restart
+    assert ok.status == "ok" and gone.failed and gone.error is not None and "cannot reach" in gone.error
+    assert delays == [0, 1, 2]  # retried (FAST: 4 attempts)
 
 
 async def test_the_turn_limit_ends_an_episode() -> None:

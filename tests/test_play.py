@@ -88,6 +88,7 @@ def test_on_a_terminal_a_bare_tool_name_asks_for_each_argument(tmp_path: Path) -
         os.close(primary)
     assert child.returncode == 0
     assert "move(direction: up|down|left|right)" in screen
+    assert 'e.g. move {"direction": "up"}' in screen  # a line that works as typed
     images = sorted(p.name for p in tmp_path.iterdir())
     assert images == ["001-render0.png", "002-step1.png", "003-render1.png"]
     assert all((tmp_path / name).read_bytes().startswith(b"\x89PNG") for name in images)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -120,3 +122,23 @@ async def test_recording_writes_happen_off_the_event_loop(tmp_path: Path, monkey
     assert writers and threading.current_thread().name not in writers  # the loop's thread never writes
     (recorded,) = mcpgym.read_recordings(tmp_path)
     assert recorded.closed and len(recorded.steps) == 1
+
+
+async def test_a_served_environment_records_its_render_for_the_viewer(tmp_path: Path) -> None:
+    """The viewer shows what the server recorded: render() travels with the record whatever the
+    door (here a stdio server, as `mcpgym serve ... --record` runs it)."""
+    from tests.conftest import stdio_command
+
+    served = stdio_command("-m", "mcpgym", "serve", "mcpgym.servers.blackjack", "--record", str(tmp_path))
+    async with mcpgym.connect(served) as env:
+        await env.reset(seed=3)
+        await env.call_tool("stand")
+    reset, step = _events(tmp_path)[:2]
+    assert reset["render"]["text"].endswith("Your turn: hit or stand?")
+    assert "| dealer | Q♦ 9♠ | **19** |" in step["render"]["markdown"]
+
+
+def _events(directory: Path) -> list[dict[str, Any]]:
+    """The events of the one recording in `directory`, as written."""
+    (path,) = directory.glob("*.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]

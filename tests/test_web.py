@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,6 +256,7 @@ def test_blackjack_page_shows_the_table_as_it_is_now_and_ends_the_episode(page: 
     with served(mcpgym.GymServer(Blackjack).http_app(web=True)) as base:
         page.goto(f"{base}/web")
         expect(page.locator("#env-name")).to_have_text("Blackjack")
+        expect(page.locator("#env-description code").first).to_have_text("hit")  # `hit`, as code, not backticks
         expect(page.locator("#live")).to_be_hidden()  # no "offline" before there is anything to follow
         expect(tool(page, "stand").locator("button.call")).to_be_disabled()  # no episode yet
         page.fill("#seed", "3")
@@ -287,6 +289,23 @@ def test_blackjack_page_shows_the_table_as_it_is_now_and_ends_the_episode(page: 
         expect(observation).to_contain_text("You lose.")  # a refused call changes nothing
         expect(page.locator("#last-reward")).to_have_text("-1")
         shot(page, "blackjack-finished")
+
+
+def test_a_gymnasium_frame_shows_its_text_with_the_agent_marked_and_its_image(page: Page) -> None:
+    with served(mcpgym.GymServer(mcpgym.load_environment("gym:FrozenLake-v1")).http_app(web=True)) as base:
+        page.goto(f"{base}/web")
+        page.fill("#seed", "0")
+        page.click("#reset")
+        observation = page.locator("#observation")
+        expect(observation.locator("mark.ansi")).to_have_text("S")  # the agent's cell, coloured on a terminal
+        expect(observation.locator("img.result-image")).to_have_count(1)  # the rgb_array frame
+        assert "[41m" not in observation.inner_text() and "[41m" not in page.locator("#result").inner_text()
+        step = tool(page, "step")
+        step.locator("input").first.fill("2")
+        step.locator("button.call").click()
+        expect(page.locator("#history > li")).to_have_count(1)
+        expect(observation.locator("mark.ansi")).to_have_count(1)
+        shot(page, "gym-frozenlake")
 
 
 def test_the_result_stays_in_view_after_a_tool_far_down_the_list(page: Page) -> None:
@@ -445,6 +464,7 @@ def test_view_shows_finished_page_episodes_their_renders_and_a_working_status_fi
         page.locator("#episode details.step > summary").click()
         expect(page.locator("#episode details.step")).to_contain_text("You lose.")
         expect(page.locator("#episode details.step table.md b").last).to_have_text("19")
+        expect(page.locator("#episode details.step > summary")).to_contain_text(re.compile(r" (<1|\d+) ms$"))
         shot(page, "view-finished")
         page.select_option("#status-filter", "")
         page.locator("#rows tr", has_text="maze/").click()

@@ -97,3 +97,13 @@ def test_view_overlays_two_runs_and_shows_the_report(page: Page, tmp_path: Path)
         shot(page, "view-charts")
         answer = page.request.get(f"{base}/view/api/charts?window=0")
         assert answer.status == 400 and "window" in json.dumps(answer.json())
+
+
+def test_one_episode_is_a_visible_point_and_said_in_the_singular(page: Page, tmp_path: Path) -> None:
+    _rollout(tmp_path / "one.jsonl", [1.0])
+    with served(view_app([tmp_path])) as base:
+        page.goto(f"{base}/view")
+        expect(page.locator("#summary")).to_contain_text("1 episode from")
+        expect(page.locator("#plot-caption")).to_contain_text("over 1 episode; line: mean of 1 bin,")
+        expect(page.locator("svg#rolling .chart-title")).to_have_text("reward, rolling mean over 1 episode")
+        expect(page.locator("svg#rolling circle.series-point")).to_have_count(1)  # a one-point line draws nothing

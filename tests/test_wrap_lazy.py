@@ -4,6 +4,8 @@ hook however many classes it makes (#22 item 8): each test fails on the eager wr
 from __future__ import annotations
 
 import atexit
+import inspect
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -72,3 +74,37 @@ async def test_one_exit_hook_for_every_wrapped_class(monkeypatch: pytest.MonkeyP
     for _ in range(3):
         await prepare(wrap(SERVER, tools=["increment"]))
     assert len(registered) <= 1  # the first wrapped class of the process registers it, if none did
+
+
+async def test_connecting_to_a_wrapped_class_leaves_the_event_loop_running(tmp_path: Path) -> None:
+    # The wrapped server starts only once another task has opened the gate: were its tools
+    # listed on the event loop (as connect() once did), that task could not run until
+    # start_timeout had failed the listing (generous: a loaded machine starts Python slowly).
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    command = ["sh", "-c", f"read go < {shlex.quote(str(gate))}; exec {shlex.join(SERVER)}"]
+    Env = wrap(command, tools=["increment"], isolation="none", start_timeout=120)  # bounds a failure only
+    order: list[str] = []
+
+    async def connector() -> None:
+        async with mcpgym.connect(Env) as env:
+            order.append("connected")
+            assert [tool.name for tool in await env.list_tools()] == ["increment"]
+
+    async def opener() -> None:
+        await anyio.to_thread.run_sync(gate.write_text, "go\n")  # (waits for the server's read)
+        order.append("gate opened")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(connector)  # first: it runs until it waits
+        tg.start_soon(opener)
+    assert sorted(order) == ["connected", "gate opened"]
+
+
+def test_wrap_has_one_signature() -> None:
+    from mcpgym._wrap import _proxy
+
+    # The lazy wrap is the eager one's parameters, not a copy of them kept in step by hand.
+    assert getattr(wrap, "__wrapped__", None) is _proxy.wrap
+    assert inspect.signature(wrap) == inspect.signature(_proxy.wrap) and mcpgym.wrap is wrap
+    assert "Returns at once" in (wrap.__doc__ or "")

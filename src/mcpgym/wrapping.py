@@ -19,26 +19,28 @@ network access; a task's `setup` commands run before its server starts. See docs
 and rfcs/0015-wrapping-mcp-servers.md.
 
 `wrap()` starts nothing: the wrapped server is started once, to list its tools, when the class's
-tools are first needed. Serving the class (`mcpgym serve`, `GymServer`) lists them before the
-first request without blocking the event loop; in async code of your own, `await prepare(Env)`
-does it the same way (a plain first read of the tools blocks its thread while the server starts).
+tools are first needed. Serving the class (`mcpgym serve`, `GymServer`) and `mcpgym.connect(Env)`
+list them before the first request without blocking the event loop; in other async code of your
+own, `await prepare(Env)` does it the same way (a plain first read of the tools blocks its thread
+while the server starts).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ParamSpec, cast
 
 from mcpgym._episode.tools import BoundTool, LazyTools, tools_ready
 from mcpgym._wrap import _proxy
 from mcpgym._wrap._proxy import WrapConfig, WrappedEnvironment
-from mcpgym._wrap._relay import OnNotification, ServerRequests
-from mcpgym._wrap._rubric import CallRecord, Rubric, WrapContext
-from mcpgym._wrap._sandbox import Isolation, Sandbox
+from mcpgym._wrap._rubric import CallRecord, WrapContext
+from mcpgym._wrap._sandbox import Sandbox
 from mcpgym._wrap._tasks import FileCheck, TaskFileError, TaskSpec, Verify, load_tasks
 from mcpgym._wrap._verify import Check, Score, verify
 from mcpgym.rubrics import Rubric as ComponentRubric
@@ -61,6 +63,9 @@ __all__ = [
 ]
 
 
+P = ParamSpec("P")
+
+
 class _BuiltConfig:
     """`config` of a class `wrap()` made: there once its tool table is (reading it fills that)."""
 
@@ -70,94 +75,72 @@ class _BuiltConfig:
         return built.config
 
 
-def wrap(
-    command: str | Sequence[str],
-    *,
-    tasks: str | Path | Sequence[TaskSpec] | None = None,
-    rubric: Rubric | ComponentRubric | None = None,
-    tools: Sequence[str] | None = None,
-    warm: int = 0,
-    isolation: Isolation = "auto",
-    sandbox: Sandbox | None = None,
-    max_steps: int | None = 32,
-    call_timeout: float = 60.0,
-    start_timeout: float = 30.0,
-    finish_tool: str | None = None,
-    name: str | None = None,
-    server_requests: ServerRequests = "forward",
-    on_notification: OnNotification | None = None,
-    show_stderr: bool = False,
-) -> type[WrappedEnvironment]:
-    """An environment class whose episodes each run a fresh instance of the MCP server `command`.
+def _on_first_use(build: Callable[P, type[WrappedEnvironment]]) -> Callable[P, type[WrappedEnvironment]]:
+    """`build` (the wrap that starts the server to list its tools), returning at once: the class
+    is made here and `build` runs, with the same arguments, when its tools are first needed.
+    The parameters are `build`'s own, so they are written once."""
+    signature = inspect.signature(build)
+    eager: Callable[..., type[WrappedEnvironment]] = build
 
-    `tasks`: a JSONL file (or TaskSpec objects) supplying each episode's prompt, starting files and
-    checks; `rubric`: a callable scoring the episode's state (default: the task's checks), or an
-    `mcpgym.rubrics.Rubric` of named components, which then scores every step and the whole
-    trajectory (the state's score reaches it as the environment's reward and as the signals
-    `score` and `solved`);
-    `tools`: which wrapped tools to expose, `"name"` or `"name=new_name"` (default: all);
-    `warm`: instances kept started ahead of resets; `finish_tool`: a tool name that, if given,
-    ends the episode when the agent calls it (scored then, instead of after every step);
-    `isolation`/`sandbox`, `call_timeout`, `start_timeout`: see rfcs/0015.
-    Arguments of `command` may hold `{workspace}`, the episode's own directory.
-
-    What travels outside tool results (docs/wrapping.md, "What survives the wrap"): the wrapped
-    server's notifications reach the MCP client driving the episode (progress against its own
-    token, log messages at the level it chose, list changes) and `on_notification(notification)`
-    (sync or async; in-process, the only way to see them). `server_requests`: "forward" puts the
-    server's sampling, elicitation and roots requests to the driving client when it declared the
-    capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
-    model to sample from), with an error that says why, recorded in the episode's state
-    (`info["server_requests"]`); "refuse" refuses them always. Each instance's stderr (the
-    banner most servers print) is kept quiet and quoted when the server fails to start;
-    `show_stderr=True` passes it through.
-
-    Returns at once: what can be checked without the server (the program, the settings, the
-    task file) is checked here; the server first starts when the tools are needed (see the
-    module docstring), and a server that fails to start raises then.
-    """
-    argv = _proxy._absolute(shlex.split(command) if isinstance(command, str) else command)
-    _check(argv, warm=warm, max_steps=max_steps, timeouts=(call_timeout, start_timeout))
-    if server_requests not in ("forward", "refuse"):
-        raise ValueError(f"server_requests must be 'forward' or 'refuse', not {server_requests!r}")
-    task_list = tuple(load_tasks(tasks)) if isinstance(tasks, str | Path) else tasks
-    cls_name = name or _proxy._class_name(argv)
-    namespace: dict[str, Any] = {
-        "config": _BuiltConfig(),
-        "max_steps": max_steps,
-        "rubric": rubric if isinstance(rubric, ComponentRubric) else None,
-        "__doc__": f"The MCP server `{shlex.join(argv)}`, one fresh instance per episode.",
+    @functools.wraps(build)
+    def wrap(*args: P.args, **kwargs: P.kwargs) -> type[WrappedEnvironment]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = bound.arguments
+        command = given["command"]
+        argv = _proxy._absolute(shlex.split(command) if isinstance(command, str) else command)
+        timeouts = {"call_timeout": given["call_timeout"], "start_timeout": given["start_timeout"]}
+        _check(argv, warm=given["warm"], max_steps=given["max_steps"], **timeouts)
+        if given["server_requests"] not in ("forward", "refuse"):
+            raise ValueError(f"server_requests must be 'forward' or 'refuse', not {given['server_requests']!r}")
+        tasks = given["tasks"]
+        # Fixed now, as the build will see them: the command, the task file as it is, the name.
+        given.update(
+            command=argv,
+            tasks=tuple(load_tasks(tasks)) if isinstance(tasks, str | Path) else tasks,
+            name=given["name"] or _proxy._class_name(argv),
+        )
         # The caller's module, as namedtuple does: then `module:Name` finds the class again (in
         # `mcpgym serve`, a child process, an unpickled factory) when the caller keeps the name.
-        "__module__": sys._getframe(1).f_globals.get("__name__", __name__),
-        "__qualname__": cls_name,
+        module = sys._getframe(1).f_globals.get("__name__", __name__)
+        return _lazy_class(functools.partial(eager, **given), given, module)
+
+    wrap.__module__ = __name__
+    wrap.__doc__ = f"""{build.__doc__}
+    Returns at once: what can be checked without the server (the program, the settings, the
+    task file) is checked here; the server first starts when the tools are needed (see the
+    module docstring), and a server that fails to start raises then. `isolation`/`sandbox`,
+    `call_timeout`, `start_timeout`: see rfcs/0015.
+    """
+    return wrap
+
+
+def _lazy_class(
+    build: Callable[[], type[WrappedEnvironment]], given: dict[str, Any], module: str
+) -> type[WrappedEnvironment]:
+    """The class `build()` would make, whose tool table (and `config`) `build()` fills when read."""
+    rubric = given["rubric"]
+    namespace: dict[str, Any] = {
+        "config": _BuiltConfig(),
+        "max_steps": given["max_steps"],
+        "rubric": rubric if isinstance(rubric, ComponentRubric) else None,
+        "__doc__": f"The MCP server `{shlex.join(given['command'])}`, one fresh instance per episode.",
+        "__module__": module,
+        "__qualname__": given["name"],
         "_built": [],
     }
-    cls = cast(type[WrappedEnvironment], type(cls_name, (WrappedEnvironment,), namespace))
+    cls = cast(type[WrappedEnvironment], type(given["name"], (WrappedEnvironment,), namespace))
 
-    def build() -> dict[str, BoundTool]:
-        built = _proxy.wrap(
-            argv,
-            tasks=task_list,
-            rubric=rubric,
-            tools=tools,
-            warm=warm,
-            isolation=isolation,
-            sandbox=sandbox,
-            max_steps=max_steps,
-            call_timeout=call_timeout,
-            start_timeout=start_timeout,
-            finish_tool=finish_tool,
-            name=cls_name,
-            server_requests=server_requests,
-            on_notification=on_notification,
-            show_stderr=show_stderr,
-        )
+    def load() -> dict[str, BoundTool]:
+        built = build()
         namespace["_built"].append(built)
         return dict(built.__mcpgym_tools__)
 
-    cls.__mcpgym_tools__ = LazyTools(build)
+    cls.__mcpgym_tools__ = LazyTools(load)
     return cls
+
+
+wrap = _on_first_use(_proxy.wrap)
 
 
 async def prepare(env: type[Any]) -> None:
@@ -166,7 +149,7 @@ async def prepare(env: type[Any]) -> None:
     await tools_ready(env)
 
 
-def _check(argv: Sequence[str], *, warm: int, max_steps: int | None, timeouts: tuple[float, float]) -> None:
+def _check(argv: Sequence[str], *, warm: int, max_steps: int | None, call_timeout: float, start_timeout: float) -> None:
     """What `wrap()` refuses before anything runs (the build, later, checks them again)."""
     if not argv:
         raise ValueError("wrap() needs the command that starts the MCP server")
@@ -176,5 +159,5 @@ def _check(argv: Sequence[str], *, warm: int, max_steps: int | None, timeouts: t
         raise ValueError(f"warm must be 0 or more, not {warm}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be 1 or more (or None), not {max_steps}")
-    if not all(t > 0 for t in timeouts):
+    if not (call_timeout > 0 and start_timeout > 0):
         raise ValueError("call_timeout and start_timeout must be positive (seconds)")

@@ -154,11 +154,30 @@ def _show_tools(screen: Screen, tools: list[types.Tool]) -> None:
 
 
 def _example(tools: list[types.Tool]) -> str:
-    tool = tools[0] if tools else None
+    """A line to type: the first tool that takes arguments, each given a value of its type."""
+    tool = next((t for t in tools if t.input_schema.get("properties")), tools[0] if tools else None)
     if tool is None:
         return "no tools"
     props = tool.input_schema.get("properties") or {}
-    return f"{tool.name} {json.dumps(dict.fromkeys(props, '...'))}" if props else tool.name
+    example = {name: _sample(prop) for name, prop in props.items()}
+    return f"{tool.name} {json.dumps(example, ensure_ascii=False)}" if props else tool.name
+
+
+_SAMPLES: dict[str, Any] = {"integer": 0, "number": 0.5, "boolean": True, "array": [], "object": {}, "null": None}
+
+
+def _sample(prop: Any) -> Any:
+    """A value `prop` accepts, to show the syntax: its default, first option or minimum."""
+    if not isinstance(prop, dict):
+        return "..."
+    for key in ("default", "const"):
+        if key in prop:
+            return prop[key]
+    if prop.get("enum"):
+        return prop["enum"][0]
+    if prop.get("type") in ("integer", "number") and "minimum" in prop:
+        return prop["minimum"]
+    return _SAMPLES.get(str(prop.get("type")), "...")
 
 
 async def _loop(env: AsyncEnv, screen: Screen, tools: dict[str, types.Tool]) -> int:

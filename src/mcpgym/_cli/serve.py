@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from mcpgym._cli.options import EPILOG
+from mcpgym._core.extras import MissingExtra
 from mcpgym._episode.environment import Environment
 from mcpgym._episode.sampler import SamplerConfig
 from mcpgym._server.gym_server import GymServer
@@ -181,7 +182,7 @@ def serve(env: type[Environment] | functools.partial[Any], args: argparse.Namesp
         stopped_by = anyio.run(lambda: server.serve_http(args.host, args.port, on_ready=ready, **options))
     except OSError as exc:  # the port is taken, or the address is not ours: one line, not a traceback
         sys.exit(f"mcpgym: {exc.strerror or exc}")
-    except RuntimeError as exc:  # --openenv without its extra
+    except MissingExtra as exc:  # --openenv without its extra
         sys.exit(f"mcpgym: {exc}")
     if stopped_by is not None:
         sys.exit(128 + stopped_by)  # the conventional status, after a clean exit (atexit handlers run)

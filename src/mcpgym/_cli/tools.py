@@ -82,7 +82,7 @@ def type_name(prop: Any) -> str:
     return "any"
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_SENTENCE_END = re.compile(r"(?<![ei]\.[eg]\.)(?<=[.!?])\s")  # "e.g." and "i.e." end no sentence
 
 
 def first_sentence(description: str) -> str:

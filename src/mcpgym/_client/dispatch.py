@@ -28,7 +28,7 @@ import contextlib
 import itertools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Final
 
 import aiohttp
@@ -245,12 +245,14 @@ class HTTPDispatcher:
     async def _read_events(
         self, response: aiohttp.ClientResponse, request: JSONRPCRequest, opts: CallOptions
     ) -> JSONRPCResponse | JSONRPCError:
-        async for data in _sse_data(response.content):
-            message = _parse(data)
-            if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == request.id:
-                return message
-            if isinstance(message, JSONRPCNotification):
-                await _progress(message, opts)
+        # aclosing: returning mid-stream finalises the generator here, not whenever the GC gets to it.
+        async with contextlib.aclosing(_sse_data(response.content)) as events:
+            async for data in events:
+                message = _parse(data)
+                if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == request.id:
+                    return message
+                if isinstance(message, JSONRPCNotification):
+                    await _progress(message, opts)
         raise MCPError(CONNECTION_CLOSED, f"{self.url} ended the event stream of {request.method} without a result")
 
 
@@ -276,7 +278,7 @@ async def _progress(message: JSONRPCNotification, opts: CallOptions) -> None:
     await on_progress(params.progress, params.total, params.message)
 
 
-async def _sse_data(lines: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+async def _sse_data(lines: aiohttp.StreamReader) -> AsyncGenerator[bytes, None]:
     """The `data` of each server-sent event (the format's one rule: a blank line ends an event)."""
     data: list[bytes] = []
     async for raw in lines:

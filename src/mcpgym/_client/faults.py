@@ -15,6 +15,7 @@ that says the status and what to do, instead of the SDK's "Server returned an er
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -116,11 +117,12 @@ async def _read(response: httpx2.Response, limit: int | None) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        async for chunk in response.aiter_raw():
-            chunks.append(chunk)
-            size += len(chunk)
-            if limit is not None and size > limit:
-                break
+        async with contextlib.aclosing(response.aiter_raw()) as raw:  # (left midway)
+            async for chunk in raw:
+                chunks.append(chunk)
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    break
     finally:
         await response.aclose()
     return b"".join(chunks)

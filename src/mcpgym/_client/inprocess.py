@@ -21,6 +21,7 @@ from mcpgym._episode.catalog import Task
 from mcpgym._episode.environment import Environment, resolve_factory
 from mcpgym._episode.episode import Episode, _run_user, build, unknown_episode
 from mcpgym._episode.host import Host
+from mcpgym._episode.tools import tools_ready
 
 _CLIENT = "_mcpgym_client"
 """Attribute naming the door an instance target belongs to (None once it was closed)."""
@@ -36,7 +37,7 @@ class InProcessDoor:
             self.env_cls: type[Environment] = type(self._shared)
         else:
             self.env_cls, self._factory = resolve_factory(env)
-        self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
+        self._tools: list[types.Tool] = []  # read on connect(): a wrapped server's are learnt by starting it
         self._episode: Episode | None = None
         self._host: Host | None = None
         self._host_scope: contextlib.AsyncExitStack | None = None
@@ -47,6 +48,8 @@ class InProcessDoor:
         return "environment", self.env_cls.__qualname__
 
     async def connect(self) -> None:
+        await tools_ready(self.env_cls)  # (in a worker thread when they are not known yet)
+        self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
         # `async with connect(Env)` hosts what episodes `hold()` (in this task's own task group).
         stack = contextlib.AsyncExitStack()
         self._host = Host(await stack.enter_async_context(anyio.create_task_group()))
@@ -90,7 +93,7 @@ class InProcessDoor:
         episode = Episode(env, episode_id, owns_env=self._shared is None, host=self._host)
         self._episode = episode
         try:
-            return await episode.start(seed, options)
+            return await episode.start(seed, options, self._task_list)
         except BaseException:
             await self._drop_episode()  # as the server does: a failed reset leaves nothing open
             raise
@@ -123,6 +126,9 @@ class InProcessDoor:
                 await _run_user(instance.close)
         # As over MCP, where each prompt's text costs a `prompts/get` that `prompts=False` skips.
         return tasks if prompts else [task.model_copy(update={"prompt": ""}) for task in tasks]
+
+    async def _task_list(self) -> list[Task]:
+        return await self.list_tasks(None, prompts=False)
 
     async def _drop_episode(self) -> None:
         episode, self._episode = self._episode, None

@@ -13,7 +13,8 @@ concurrent episodes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -22,6 +23,7 @@ from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, INVALID_PARAMS, METHOD
 
 from mcpgym._core.batch import BatchStep, StepsParams, StepsRequest, StepsResult
 from mcpgym._core.errors import MCPError
+from mcpgym._core.fastpath import trusted
 from mcpgym._core.protocol import (
     STEP_KEY,
     CloseRequest,
@@ -37,7 +39,7 @@ from mcpgym._core.protocol import (
     new_episode_id,
     split_meta,
 )
-from mcpgym._core.types import EpisodeState, ToolStep, tool_step, trusted, unknown_tool_step
+from mcpgym._core.types import EpisodeState, ToolStep, tool_step, unknown_tool_step
 from mcpgym._episode.catalog import Task, task_of
 
 MAX_PAGES = 1000
@@ -131,8 +133,9 @@ class SessionDoor:
 
     async def list_tools(self) -> list[types.Tool]:
         tools: list[types.Tool] = []
-        async for page in _pages(self.session.list_tools):
-            tools.extend(page.tools)
+        async with contextlib.aclosing(_pages(self.session.list_tools)) as pages:
+            async for page in pages:
+                tools.extend(page.tools)
         return tools
 
     async def state(self, episode_id: str) -> EpisodeState:
@@ -158,20 +161,21 @@ class SessionDoor:
         """The catalog through `prompts/list` (rfcs/0010); each task's text through `prompts/get`,
         naming a fresh episode id so the server does not restart anyone's episode on it."""
         tasks: list[Task] = []
-        async for page in _pages(self.session.list_prompts):
-            for prompt in page.prompts:
-                if limit is not None and len(tasks) >= limit:
-                    return tasks
-                task = task_of(prompt)
-                if prompts:
-                    got = await self.session.get_prompt(prompt.name, meta=episode_meta(new_episode_id()))
-                    texts = [m.content.text for m in got.messages if isinstance(m.content, types.TextContent)]
-                    task = task.model_copy(update={"prompt": "\n".join(texts)})
-                tasks.append(task)
+        async with contextlib.aclosing(_pages(self.session.list_prompts)) as pages:  # (returned from midway)
+            async for page in pages:
+                for prompt in page.prompts:
+                    if limit is not None and len(tasks) >= limit:
+                        return tasks
+                    task = task_of(prompt)
+                    if prompts:
+                        got = await self.session.get_prompt(prompt.name, meta=episode_meta(new_episode_id()))
+                        texts = [m.content.text for m in got.messages if isinstance(m.content, types.TextContent)]
+                        task = task.model_copy(update={"prompt": "\n".join(texts)})
+                    tasks.append(task)
         return tasks
 
 
-async def _pages(listing: Any) -> Any:
+async def _pages(listing: Any) -> AsyncGenerator[Any, None]:
     """Every page of a paginated listing (`session.list_tools`, `session.list_prompts`)."""
     params: types.PaginatedRequestParams | None = None
     for _ in range(MAX_PAGES):

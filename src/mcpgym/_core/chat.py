@@ -66,7 +66,11 @@ def retry_after_seconds(value: str | None) -> float | None:
 class ChatEndpoint:
     """POST chat-completion bodies to `{base_url}/chat/completions`, retrying transient failures
     (connection errors, 429, 5xx) with `backoff`. `errors` are the classes raised (a caller may
-    pass subclasses of `EndpointError` / `EndpointTimeout` that fit its own error hierarchy)."""
+    pass subclasses of `EndpointError` / `EndpointTimeout` that fit its own error hierarchy).
+
+    A refused connection before the endpoint ever answered fails at once: nothing listens
+    there (a wrong URL, a server not started), which no retry mends. Once it has answered, a
+    refusal is a restart and is retried like any other connection error."""
 
     def __init__(
         self,
@@ -83,6 +87,7 @@ class ChatEndpoint:
         self.timeout = timeout
         self.backoff = backoff if backoff is not None else Backoff()
         self._error, self._timeout = errors
+        self._answered = False
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # Pool sized for many concurrent requests; the caller's concurrency is the real bound.
         self._client = httpx2.AsyncClient(
@@ -101,10 +106,16 @@ class ChatEndpoint:
                     f"{self.url} sent no response within {self.timeout:g}s (raise the timeout)"
                 ) from None
             except httpx2.TransportError as exc:  # connect errors, dropped connections: the server may come back
+                if not self._answered and _refused(exc):
+                    raise self._error(
+                        f"nothing listens at {self.url} (connection refused): start the model server, "
+                        "or check the base URL"
+                    ) from exc
                 if last:
                     raise self._error(f"cannot reach {self.url}: {exc!r} (is the model server running?)") from exc
                 await anyio.sleep(self.backoff.delay(retry))
                 continue
+            self._answered = True
             if response.status_code == 429 or response.status_code >= 500:
                 if last:
                     raise self._error(f"{self.url} kept failing: HTTP {response.status_code}: {_excerpt(response)}")
@@ -127,6 +138,14 @@ class ChatEndpoint:
         if not isinstance(body, dict):
             raise self._error(f"{response.url} answered with JSON that is not an object: {_excerpt(response)}")
         return body
+
+
+def _refused(exc: BaseException) -> bool:
+    """A `ConnectionRefusedError` is in `exc`'s chain (httpx wraps the socket's error twice)."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, ConnectionRefusedError):
+        seen = seen.__cause__ or seen.__context__
+    return seen is not None
 
 
 def _excerpt(response: httpx2.Response) -> str:

@@ -1,7 +1,7 @@
 """Public value types of the Gym-facing API: actions, step results, episode state.
 
 Layer: plain data, frozen pydantic models (they cross the wire or are handed to users).
-Imports only the core's hot-path module (`trusted`, re-exported here for the doors).
+Imports only the core's hot-path module (`trusted`, which builds each `ToolStep`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from mcpgym._core.fastpath import trusted as trusted
+from mcpgym._core.fastpath import trusted
 
 JSONValue = JsonValue
 """Anything JSON can carry: what `reset()` observations and tool arguments are made of."""

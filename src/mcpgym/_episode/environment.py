@@ -80,7 +80,8 @@ its own (already accounted) ledger, never to a later step's."""
 
 
 class Environment:
-    """Base class of every mcpgym environment (see the module docstring for the contract)."""
+    """Base class of every mcpgym environment. Its contract is this module's docstring (on the
+    documentation site: API reference, mcpgym, The Environment contract)."""
 
     max_steps: ClassVar[int | None] = None
     """Truncate the episode (done, truncated) after this many tool calls; None: no limit."""

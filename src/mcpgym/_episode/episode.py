@@ -14,7 +14,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -28,6 +28,7 @@ from mcpgym._core.fastpath import Turns
 from mcpgym._core.protocol import RUBRIC_KEY, STEP_KEY, STEP_VERSION, SUCCESS_KEY, ResetResult
 from mcpgym._core.tasks import CURRICULUM_KEY
 from mcpgym._core.types import UNKNOWN_TOOL_INFO, EpisodeState, ToolStep, tool_step, unknown_tool_step
+from mcpgym._episode.catalog import Task
 from mcpgym._episode.config import CALL_TIMEOUT, CLOSE_WAIT
 from mcpgym._episode.environment import LEDGER, Environment, Reset, StepLedger
 from mcpgym._episode.host import Host
@@ -38,6 +39,9 @@ from mcpgym._recording.recording import EpisodeLog, Recorder
 from mcpgym.rubrics._core import Rubric
 
 logger = logging.getLogger("mcpgym")
+
+TaskList = Callable[[], Awaitable[Sequence[Task]]]
+"""The environment's catalog, as whoever serves the episode loads it (once, on another instance)."""
 
 
 class Episode:
@@ -89,7 +93,11 @@ class Episode:
         self._abandoned: threading.Event | None = None
         """Set once the worker thread of a sync tool abandoned by a timeout or a cancellation ends."""
 
-    async def start(self, seed: int | None, options: dict[str, Any] | None) -> ResetResult:
+    async def start(
+        self, seed: int | None, options: dict[str, Any] | None, tasks: TaskList | None = None
+    ) -> ResetResult:
+        """Reset the environment. `tasks`: the catalog, read only when a reset that names a
+        `task_id` fails, to tell an unknown task (the caller's mistake) from a broken reset."""
         if options and CURRICULUM_KEY in options:  # a server resolves it before the episode starts
             raise MCPError(
                 INVALID_PARAMS,
@@ -109,6 +117,9 @@ class Episode:
             self.tools = self.env.__mcpgym_tools__
             info = dict(pydantic_core.to_jsonable_python(info))
         except Exception as exc:
+            unknown = await _unknown_task(options, tasks, f"{type(self.env).__name__}.reset", exc)
+            if unknown is not None:
+                raise unknown from exc  # the caller's mistake, said once to the caller: no traceback
             logger.exception("%s.reset failed", type(self.env).__name__)
             raise MCPError(INTERNAL_ERROR, f"{type(self.env).__name__}.reset raised {_describe(exc)}") from exc
         if (rubric := self.env.rubric) is not None:
@@ -474,6 +485,32 @@ def _tool_failure(name: str, exc: Exception) -> types.CallToolResult:
         return _error(str(exc))
     logger.warning("tool %r raised", name, exc_info=exc)
     return _error(f"Tool {name!r} raised {_describe(exc)}")
+
+
+SOME_TASKS = 5
+"""How many task ids an unknown `task_id` error lists."""
+
+
+async def _unknown_task(
+    options: dict[str, Any] | None, tasks: TaskList | None, where: str, exc: Exception
+) -> MCPError | None:
+    """The error for a reset that failed on a `task_id` its catalog does not list; None when
+    none was given, the catalog lists it (the reset itself is broken) or there is no catalog."""
+    wanted = (options or {}).get("task_id")
+    if wanted is None or tasks is None:
+        return None
+    try:
+        ids = [str(task.options.get("task_id", task.id)) for task in await tasks()]
+    except MCPError:  # the catalog is broken too: report the reset's own failure
+        return None
+    if not ids or str(wanted) in ids:
+        return None
+    some = ", ".join(ids[:SOME_TASKS]) + (", ..." if len(ids) > SOME_TASKS else "")
+    return MCPError(
+        INVALID_PARAMS,
+        f"Unknown task_id {wanted!r}. This environment's tasks include: {some} ({len(ids)} in all; "
+        f"mcpgym.list_tasks lists them). {where} said: {_describe(exc)}",
+    )
 
 
 def _describe(exc: BaseException) -> str:

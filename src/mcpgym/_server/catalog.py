@@ -42,6 +42,11 @@ class CatalogHandlers:
             "on_read_resource": self._read_resource,
         }
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the catalog has been read (by a listing, a prompt, a draw): reading it again is free."""
+        return self._catalog is not None
+
     async def catalog(self) -> Catalog:
         async with self._lock:
             if self._catalog is None:

@@ -4,11 +4,11 @@ Layer: transport helper, used by `gym_server` only (the sampling itself is `_epi
 The wire contract is `mcpgym._core.tasks`.
 
 The sampler is built from the environment's task catalog the first time it is needed: a reset
-that asks for a drawn task, or any reset once the sampler is `learnability` (it must see every
-episode to learn from). Every episode that took at least one step and is attributed to a task
-counts, when it closes, as a success or not by the rule `mcpgym eval` uses: the rubric's
-`success` component when it reports one, else total reward >= the environment's `max_reward`
-(1.0 when it declares none).
+that asks for a drawn task, any reset once the sampler is `learnability` (it must see every
+episode to learn from), or any reset once the catalog has been read (a listing). Every episode
+that took at least one step and is attributed to a task counts, when it closes, as a success
+or not by the rule `mcpgym eval` uses: the rubric's `success` component when it reports one,
+else total reward >= the environment's `max_reward` (1.0 when it declares none).
 """
 
 from __future__ import annotations
@@ -59,7 +59,11 @@ class Curriculum:
         if request is not None:
             task = await self._draw(request)
             return task.seed, dict(task.options), task
-        sampler = self._sampler if self.config.sampler == "uniform" else await self.sampler()
+        # A uniform sampler learns nothing from plain resets, so it does not build an instance to read
+        # the catalog for them; once the catalog is read anyway (a client listed the tasks, as the
+        # harness and `mcpgym eval` do), a reset to a task's own seed and options is named too.
+        lazy = self.config.sampler == "uniform" and not self._catalog.loaded
+        sampler = self._sampler if lazy else await self.sampler()
         return seed, options, sampler.task_of(seed, options) if sampler is not None else None
 
     async def _draw(self, request: object) -> Task:

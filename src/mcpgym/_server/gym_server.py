@@ -171,6 +171,7 @@ class GymServer:
         """Per HTTP session: its implicit episode (and the lock that starts it), until it ends."""
         self._tools: types.ListToolsResult | None = None  # on first use: a wrapped class's are listed late
         self.catalog = CatalogHandlers(factory, self._start_task)
+        self.registry.tasks = self._catalog_tasks
         catalog = self.catalog.handlers()
         listing = getattr(env_cls, "upstream_listing", None)
         if listing is not None:  # a wrapped server's resources and prompts, beside the catalog
@@ -322,6 +323,9 @@ class GymServer:
             lock: anyio.Lock | None = state.get(_IMPLICIT + ".lock")
             if episode is not None and episode.closed and (lock is None or not lock.locked()):
                 del self._sessions[session]
+
+    async def _catalog_tasks(self) -> list[Task]:
+        return (await self.catalog.catalog()).tasks
 
     async def _implicit(self, ctx: Ctx, state: dict[str, Any], task: Task | None = None) -> Episode:
         """The caller's implicit episode (started on `task`, when one is given)."""

@@ -21,7 +21,7 @@ from mcpgym._core.protocol import ResetResult, new_episode_id
 from mcpgym._core.types import EpisodeState
 from mcpgym._episode.config import CALL_TIMEOUT
 from mcpgym._episode.environment import Environment
-from mcpgym._episode.episode import Episode, build, logger, unknown_episode
+from mcpgym._episode.episode import Episode, TaskList, build, logger, unknown_episode
 from mcpgym._episode.host import Host
 from mcpgym._recording.recording import Recorder
 
@@ -68,6 +68,8 @@ class EpisodeRegistry:
         self._owned: dict[str, set[str]] = {}
         """Live episode ids per owning transport session, so a session's end closes exactly its own."""
         self._high_water = 0
+        self.tasks: TaskList | None = None
+        """The catalog, for the error of a reset on an unknown `task_id` (set by the server)."""
         self.session_idle_timeout: float | None = None
         """How long the HTTP transport keeps an idle session (set by the HTTP app): an implicit
         episode bound to a session idle that long can no longer be reached, so it expires."""
@@ -114,7 +116,7 @@ class EpisodeRegistry:
         episode.task_id = task_id
         try:  # admitted: from here any failure or cancellation retires it, never orphans it
             await self._close_each(retired)
-            return await episode.start(seed, options)
+            return await episode.start(seed, options, self.tasks)
         except BaseException:
             await self._retire(episode)
             raise

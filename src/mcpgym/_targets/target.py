@@ -48,6 +48,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from mcpgym._client.api import AsyncEnv
+from mcpgym._core.extras import MissingExtra, install
 from mcpgym._episode.environment import Environment
 from mcpgym._server.gym_server import GymServer
 from mcpgym._targets import names
@@ -250,7 +251,8 @@ def _short_name(name: str) -> ParsedTarget | None:
     try:
         parsed = parse_text(found.spec)
     except ImportError as exc:
-        hint = f" Install it with: pip install 'mcpgym[{found.extra}]'." if found.extra else ""
+        named = isinstance(exc, MissingExtra)  # the message already says what to install
+        hint = f" Install it with: {install(found.extra)}." if found.extra and not named else ""
         raise TargetError(f"{name} ({found.spec}) cannot be loaded: {exc}.{hint}", forms=False) from exc
     return ParsedTarget(parsed.form, parsed.value, spec=parsed.spec, module=parsed.module)
 

@@ -402,8 +402,27 @@ def wrap(
     on_notification: OnNotification | None = None,
     show_stderr: bool = False,
 ) -> type[WrappedEnvironment]:
-    """The class itself, built at once (starting the server to list its tools): what
-    `mcpgym.wrapping.wrap` builds on first need. Its arguments are documented there."""
+    """An environment class whose episodes each run a fresh instance of the MCP server `command`.
+
+    `tasks`: a JSONL file (or TaskSpec objects) supplying each episode's prompt, starting files and
+    checks; `rubric`: a callable scoring the episode's state (default: the task's checks), or an
+    `mcpgym.rubrics.Rubric` of named components, which then scores every step and the whole
+    trajectory (the state's score reaches it as the environment's reward and as the signals
+    `score` and `solved`);
+    `tools`: which wrapped tools to expose, `"name"` or `"name=new_name"` (default: all);
+    `warm`: instances kept started ahead of resets; `finish_tool`: a tool name that, if given,
+    ends the episode when the agent calls it (scored then, instead of after every step).
+    Arguments of `command` may hold `{workspace}`, the episode's own directory.
+
+    What travels outside tool results (docs/wrapping.md, "What survives the wrap"): the wrapped
+    server's notifications reach the MCP client driving the episode (progress against its own
+    token, log messages at the level it chose, list changes) and `on_notification(notification)`
+    (sync or async; in-process, the only way to see them). `server_requests`: "forward" puts the
+    server's sampling, elicitation and roots requests to the driving client when it declared the
+    capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
+    model to sample from), with an error that says why, recorded in the episode's state
+    (`info["server_requests"]`); "refuse" refuses them always.
+    """
     argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
         raise ValueError("wrap() needs the command that starts the MCP server")

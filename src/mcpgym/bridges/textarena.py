@@ -39,19 +39,17 @@ from typing import Annotated, Any, ClassVar, TypeVar
 import anyio
 from pydantic import Field
 
-try:
+from mcpgym._core.extras import needs
+
+with needs("textarena", "the TextArena bridge (textarena: targets)"):
     import textarena  # type: ignore[import-untyped]
-except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs the extra
-    raise ModuleNotFoundError(
-        f"the TextArena bridge needs the textarena extra: pip install 'mcpgym[textarena]' ({exc})", name=exc.name
-    ) from exc
 
 from mcpgym._episode.environment import Environment, Reset
 from mcpgym._episode.tools import tool
 from mcpgym._targets.target import ParsedTarget, TargetError
 from mcpgym.bridges._query import parse_query, query_text
 
-__all__ = ["Match", "TextArenaEnvironment", "target"]
+__all__ = ["Match", "TextArenaEnvironment"]  # `target`: the scheme's hook (SCHEMES), not a public name
 
 T = TypeVar("T")
 
@@ -236,8 +234,10 @@ def target(rest: str, args: dict[str, Any]) -> ParsedTarget:
     if cls is None:
         try:
             cls = _CLASSES[text] = environment_class(game_id, kwargs, text)
-        except (ValueError, TypeError, ImportError, AssertionError) as exc:
-            raise TargetError(f"textarena:{rest}: {type(exc).__name__}: {exc}", forms=False) from None
+        # LookupError: NLTK's, for a word list the game downloads when first made (or a KeyError of its own);
+        # SyntaxError: a game whose module does not compile on this Python (TextArena 0.7.4's Chess on 3.11).
+        except (ValueError, TypeError, ImportError, AssertionError, LookupError, SyntaxError) as exc:
+            raise TargetError(f"textarena:{rest}: {_why(exc)}", forms=False) from None
     return ParsedTarget("environment", cls, spec=text)
 
 
@@ -265,8 +265,22 @@ def environment_class(game_id: str, kwargs: dict[str, Any], text: str) -> type[T
     return type(name, (TextArenaEnvironment,), namespace)
 
 
+def _why(exc: Exception) -> str:
+    said = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # some NLTK releases colour the resource's name
+    missing = re.search(r"Resource '?(\w+)'? not found", said) if isinstance(exc, LookupError) else None
+    if missing is None:
+        return f"{type(exc).__name__}: {exc}"
+    name = missing.group(1)
+    return (
+        f"the game needs NLTK's {name!r} data, which TextArena downloads when the game is first made "
+        f"and could not (no network?): run `python -m nltk.downloader {name}` where the server runs, "
+        "or pick a game that needs no data (docs/bridges.md lists some)"
+    )
+
+
 def _players(game_id: str, kwargs: dict[str, Any]) -> int:
     """How many players the game takes: the fewest of 1 and 2 its reset accepts."""
+    textarena.make(game_id, **kwargs)  # a game that cannot be made says why (a missing API key, data)
     for players in (1, 2):
         try:
             new_match(game_id, kwargs, players, 0)

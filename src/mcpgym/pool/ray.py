@@ -27,9 +27,13 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-import ray
-import ray.exceptions
-import ray.util
+
+from mcpgym._core.extras import needs
+
+with needs("ray", "mcpgym.pool.ray"):
+    import ray
+    import ray.exceptions
+    import ray.util
 
 from mcpgym._server.gym_server import GymServer
 from mcpgym._targets.target import load_environment

@@ -15,15 +15,14 @@ from typing import Any
 
 import mcp_types as types
 
+from mcpgym._core.extras import needs
 from mcpgym._episode.environment import Environment
 
 
 def get_json_schema(method: Callable[..., Any]) -> dict[str, Any]:
     """transformers' rendering of `method` as a tool (what the model sees)."""
-    try:
+    with needs("trl", "the TRL round trip (transformers)"):
         from transformers.utils.chat_template_utils import get_json_schema as render
-    except ImportError as exc:
-        raise ImportError("the TRL round trip needs transformers: pip install 'mcpgym[trl]'") from exc
     return render(method)
 
 

@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mcpgym._core.extras import needs
 from mcpgym._core.tasks import CURRICULUM_KEY
 from mcpgym._episode.catalog import Task
 from mcpgym._targets.connect import Target
@@ -93,10 +94,8 @@ def dataset(
         seeds, options = [t.seed for t in tasks], [t.options for t in tasks]  # type: ignore[misc]
     if seeds is None:
         raise ValueError("dataset() needs seeds (a count or the seeds) or tasks")
-    try:
+    with needs("trl", "mcpgym.trl.dataset (the datasets package)"):
         import datasets
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("mcpgym.trl.dataset needs the `datasets` package: pip install 'mcpgym[trl]'") from exc
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     text = prompt if prompt is not None else _instructions(env)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]

@@ -59,6 +59,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from mcpgym._client.shared import SharedClient
 from mcpgym._core.content import decoded, images, result_text
 from mcpgym._core.errors import MCPError
+from mcpgym._core.extras import needs
 from mcpgym._core.protocol import RUBRIC_KEY
 from mcpgym._episode.environment import Environment
 from mcpgym._targets.connect import Target, connect
@@ -413,10 +414,8 @@ def multimodal_content(observation: Any) -> list[dict[str, Any]]:
 
 
 def _pillow() -> Any:
-    try:
+    with needs("vision", "multimodal tool results (Pillow)"):
         from PIL import Image
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("multimodal tool results need Pillow: pip install 'mcpgym[vision]'") from exc
     return Image
 
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
+from mcpgym._core.extras import needs
+
+with needs("gymnasium", "the Gymnasium bridge (gym: targets, mcpgym.gymnasium)"):
     import gymnasium
-except ModuleNotFoundError as exc:  # pragma: no cover - the test suite installs the extra
-    raise ModuleNotFoundError(
-        f"the Gymnasium bridge needs the gymnasium extra: pip install 'mcpgym[gymnasium]' ({exc})", name=exc.name
-    ) from exc
 
 from mcpgym._targets.target import ParsedTarget, TargetError
 from mcpgym.bridges._query import parse_query, query_text
@@ -24,16 +22,10 @@ from mcpgym.bridges.gymnasium._make import ENV_ID, AnyText, MCPGymnasiumEnv, mak
 
 register()
 
-__all__ = [
-    "ENV_ID",
-    "AnyText",
-    "GymnasiumEnvironment",
-    "MCPGymnasiumEnv",
-    "environment_class",
-    "make",
-    "spec_text",
-    "target",
-]
+# `target` (the `gym:` scheme's hook, named in mcpgym._targets.target.SCHEMES) and
+# `environment_class` stay out of the public names: mcpgym.trl.environment_class and the other
+# bridges' `target` already mean other things (tests/test_names.py).
+__all__ = ["ENV_ID", "AnyText", "GymnasiumEnvironment", "MCPGymnasiumEnv", "make", "spec_text"]
 
 _CLASSES: dict[str, type[GymnasiumEnvironment]] = {}
 

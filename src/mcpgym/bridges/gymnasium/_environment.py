@@ -15,6 +15,8 @@ Gymnasium's own trajectory exactly (the same `reset(seed=...)`, the same actions
                              result is {"observation", "info"} as structured content and JSON
                              text, then the `ansi` render as text and the `rgb_array` frame as
                              a PNG image, for the render modes the environment supports
+    render()              -> the same two renders of the current state, for people (the web
+                             page, `mcpgym play`, the viewer)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import mcp_types as types
 from gymnasium import spaces
 
 from mcpgym._episode.environment import Environment, Reset
+from mcpgym._episode.render import Render
 from mcpgym._episode.tools import tool
 from mcpgym.bridges.gymnasium._png import encode
 from mcpgym.bridges.gymnasium._spaces import action_names, annotation, to_action, to_json
@@ -93,6 +96,14 @@ class GymnasiumEnvironment(Environment):
             return self._env.render()
         finally:
             base.render_mode = made
+
+    def render(self) -> Render | None:
+        """The current state as the environment renders it: `ansi` text, `rgb_array` image."""
+        if self._env is None or not self.render_modes:
+            return None
+        text = str(self._render("ansi")) if "ansi" in self.render_modes else None
+        image = encode(self._render("rgb_array")) if "rgb_array" in self.render_modes else None
+        return Render(text=text, image=image)
 
     async def close(self) -> None:
         if self._env is not None:

@@ -56,7 +56,11 @@ class AnyText(spaces.Text):
 
 
 class MCPGymnasiumEnv(gymnasium.Env[str, dict[str, Any]]):
-    """A `gymnasium.Env` over an mcpgym target (see the module docstring); `close()` it."""
+    """A `gymnasium.Env` over an mcpgym target (`make` builds one; `close()` it).
+
+    Observations are text; an action is `{"tool": index into tool_names, "arguments": JSON
+    text}`; reward, terminated and truncated are the step's (rfcs/0017-bridges.md has the
+    whole mapping). `tools` and `tool_names` are the target's tools, in its order."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's own class attribute
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcpgym._targets.target import ParsedTarget
 
-__all__ = ["FORMS", "PYTHON_VARIABLE", "target"]
+__all__ = ["FORMS", "PYTHON_VARIABLE"]  # `target`: the scheme's hook (SCHEMES), not a public name
 
 PYTHON_VARIABLE = "MCPGYM_OPENENV_PYTHON"
 """The interpreter (one with `openenv` installed) that runs OpenEnv environment classes."""

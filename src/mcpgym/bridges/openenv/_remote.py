@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mcpgym._core.errors import MCPError
+from mcpgym._core.extras import needs
 
 CONNECTION_CLOSED = -32000
 """The SDK's code for a server that went away (mcpgym uses it on every door)."""
@@ -47,10 +48,8 @@ class Session:
     async def open(
         cls, base_url: str, *, headers: dict[str, str] | None = None, max_size: int = 100 << 20
     ) -> AsyncIterator[Session]:
-        try:
+        with needs("openenv", "openenv: targets (OpenEnv's WebSocket)"):
             from websockets.asyncio.client import connect
-        except ImportError:
-            raise RuntimeError("openenv: targets speak OpenEnv's WebSocket: pip install 'mcpgym[openenv]'") from None
         url = ws_url(base_url)
         try:
             connection = await connect(url, additional_headers=headers, max_size=max_size, proxy=None)

@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketState
 
 from mcpgym._core.errors import AT_CAPACITY, MCPError
+from mcpgym._core.extras import MissingExtra
 from mcpgym._core.protocol import new_episode_id
 from mcpgym._core.types import UNKNOWN_TOOL_INFO
 from mcpgym._episode.episode import Episode
@@ -470,7 +471,4 @@ def require_websockets() -> None:
     import importlib.util
 
     if importlib.util.find_spec("websockets") is None and importlib.util.find_spec("wsproto") is None:
-        raise RuntimeError(
-            "OpenEnv's API (--openenv) serves a WebSocket, which needs the `websockets` package: "
-            "pip install 'mcpgym[openenv]'"
-        )
+        raise MissingExtra("OpenEnv's API (--openenv, a WebSocket)", "openenv", "websockets")

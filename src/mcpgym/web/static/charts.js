@@ -46,6 +46,7 @@ function lineChart(id, title, series, height = 200) {
   for (const s of series) {
     const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
     svgNode(svg, "polyline", { points, class: "series", stroke: s.colour, "data-run": s.run, "data-points": s.values.length });
+    if (s.values.length === 1) svgNode(svg, "circle", { cx: x(0), cy: y(s.values[0]), r: 3, fill: s.colour, class: "series-point" });
   }
   return svg;
 }
@@ -107,7 +108,7 @@ async function loadCharts() {
     parts.push(h("ul", { id: "legend", class: "legend" }, runs.map((r) =>
       h("li", { "data-run": r.name }, h("span", { class: "swatch", style: `background:${r.colour}` }),
         `${r.name} (${r.rewards.length} scored of ${r.episodes})`))));
-    parts.push(lineChart("rolling", `reward, rolling mean over ${data.window} episodes`,
+    parts.push(lineChart("rolling", `reward, rolling mean over ${plural(data.window, "episode")}`,
       runs.map((r) => ({ run: r.name, colour: r.colour, values: r.rolling }))));
     const names = [...new Set(runs.flatMap((r) => Object.keys(r.components)))].sort();
     for (const name of names) {

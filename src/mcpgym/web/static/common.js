@@ -145,6 +145,17 @@ function json(value) {
   return JSON.stringify(value, null, 2);
 }
 
+// "1 episode", "3 episodes".
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+// A step's duration: "1.5s", "12 ms", "<1 ms" (a recorded 0.0004 is not "0s").
+function took(seconds) {
+  if (seconds >= 1) return `${fmt(seconds)}s`;
+  return seconds >= 0.001 ? `${Math.round(seconds * 1000)} ms` : "<1 ms";
+}
+
 function fmt(number) {
   if (typeof number !== "number") return String(number);
   return Number.isInteger(number) ? String(number) : number.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
@@ -162,7 +173,7 @@ function kvTable(object, cls) {
     if (value && typeof value === "object" && !Array.isArray(value)) cell = Object.keys(value).length ? kvTable(value) : h("code", {}, "{}");
     else if (Array.isArray(value)) cell = h("code", {}, JSON.stringify(value));
     else if (typeof value === "boolean") cell = h("span", { class: "flag " + (value ? "on" : "off") }, String(value));
-    else if (typeof value === "string" && value.includes("\n")) cell = h("pre", { class: "text" }, value);
+    else if (typeof value === "string" && value.includes("\n")) cell = textBlock(value);
     else cell = h("span", {}, typeof value === "number" ? fmt(value) : String(value));
     table.append(h("tr", { "data-key": key }, h("th", {}, key), h("td", {}, cell)));
   }
@@ -180,7 +191,24 @@ function renderText(text) {
       return jsonBlock(JSON.parse(trimmed), "text-json");
     } catch (e) { /* plain text after all */ }
   }
-  return h("pre", { class: "text" }, text);
+  return textBlock(text);
+}
+
+// Preformatted text. ANSI colour codes (a Gymnasium `ansi` render colours the agent's cell)
+// are dropped and what they colour is marked, so the text reads as on a terminal.
+const ANSI_SGR = /\x1b\[([0-9;]*)m/g;
+
+function textBlock(text) {
+  const pre = h("pre", { class: "text" });
+  let marked = false, last = 0;
+  const add = (part) => { if (part) pre.append(marked ? h("mark", { class: "ansi" }, part) : part); };
+  for (const match of text.matchAll(ANSI_SGR)) {
+    add(text.slice(last, match.index));
+    marked = !/^0*$/.test(match[1]);  // "0" or nothing resets; any other code colours
+    last = match.index + match[0].length;
+  }
+  add(text.slice(last));
+  return pre;
 }
 
 function renderContent(item) {

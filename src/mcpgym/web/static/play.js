@@ -44,7 +44,7 @@ async function load() {
   banner(null);
   document.title = page.info.environment + " · mcpgym";
   document.getElementById("env-name").textContent = page.info.environment;
-  document.getElementById("env-description").textContent = prose(page.info.description);
+  document.getElementById("env-description").replaceChildren(...inlineMarkdown(prose(page.info.description)));
   renderTools(page.info.tools);
   syncButtons();
   if (page.episodeId) watch(page.episodeId, -1);
@@ -78,7 +78,7 @@ function toolCard(tool) {
   });
   const form = h("form", { class: "card tool", "data-tool": tool.name, novalidate: true },
     h("div", { class: "tool-head" }, h("h3", {}, tool.name), toggle),
-    tool.description ? h("p", { class: "description" }, prose(tool.description)) : null,
+    tool.description ? h("p", { class: "description" }, inlineMarkdown(prose(tool.description))) : null,
     args.empty ? h("p", { class: "note" }, "no arguments") : args.el,
     raw, error,
     h("button", { type: "submit", class: "call" }, "Call " + tool.name));
@@ -251,12 +251,14 @@ function showObservation(state, fallbackCaption, fallback) {
 }
 
 function renderRender(render) {
+  // EpisodeState.render as the server sends it (snake_case: a Rendering, not an MCP content block).
   const box = h("div", { class: "render" });
-  if (render.image && SAFE_IMAGE.test(render.mimeType || "") && BASE64.test(render.image)) {
-    box.append(h("img", { class: "result-image", alt: "render (" + render.mimeType + ")", src: `data:${render.mimeType};base64,${render.image}` }));
+  const mime = render.mime_type || "";
+  if (render.image && SAFE_IMAGE.test(mime) && BASE64.test(render.image)) {
+    box.append(h("img", { class: "result-image", alt: `render (${mime})`, src: `data:${mime};base64,${render.image}` }));
   }
   if (render.markdown) box.append(markdownBlock(render.markdown));
-  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  else if (render.text) box.append(textBlock(render.text));
   return box;
 }
 

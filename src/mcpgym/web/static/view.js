@@ -23,7 +23,7 @@ async function load() {
   banner(null);
   state.rows = data.episodes;
   document.getElementById("summary").textContent =
-    `${data.episodes.length} episodes from ${data.sources.join(", ")} (indexed in ${data.index_seconds}s)`;
+    `${plural(data.episodes.length, "episode")} from ${data.sources.join(", ")} (indexed in ${data.index_seconds}s)`;
   const statuses = [...new Set(state.rows.map((r) => r.status))].sort();
   const select = document.getElementById("status-filter");
   const chosen = select.value;
@@ -132,7 +132,7 @@ function renderPlot() {
   el("polyline", { points: stats.map((s) => `${x(s.i)},${y(s.mean)}`).join(" "), class: "mean" });
   const mean = rewards.reduce((s, v) => s + v, 0) / rewards.length;
   document.getElementById("plot-caption").textContent =
-    ` mean ${fmt(mean)} over ${rows.length} episodes; line: mean of ${bins} bins, band: ±1 sd`;
+    ` mean ${fmt(mean)} over ${plural(rows.length, "episode")}; line: mean of ${plural(bins, "bin")}, band: ±1 sd`;
   box.replaceChildren(svg);
 }
 
@@ -170,12 +170,12 @@ function recordTimeline(data) {
       steps.append(h("li", {}, h("details", { class: "step" + (event.result && event.result.isError ? " is-error" : "") },
         h("summary", {}, h("span", { class: "num" }, `#${event.step}`), " ", h("b", {}, event.tool), h("code", {}, shortArgs(event.arguments)),
           " → reward ", h("b", { class: "reward" }, fmt(event.reward)), flags.map((f) => h("span", { class: "badge " + f }, f)),
-          h("span", { class: "num" }, ` ${fmt(event.duration || 0)}s`)),
+          h("span", { class: "num" }, ` ${took(event.duration || 0)}`)),
         h("div", { class: "caption" }, "arguments"), jsonBlock(event.arguments),
         h("div", { class: "caption" }, "result"), renderResult(event.result || {}),
         event.render ? [h("div", { class: "caption" }, "render() after the step"), recordedRender(event.render)] : null)));
     } else if (event.event === "close") {
-      steps.append(h("li", { class: "note" }, `closed after ${event.step_count} steps, total reward ${fmt(event.total_reward)}`));
+      steps.append(h("li", { class: "note" }, `closed after ${plural(event.step_count, "step")}, total reward ${fmt(event.total_reward)}`));
     }
   }
   out.push(h("div", { class: "caption" }, "timeline"), steps);
@@ -214,7 +214,7 @@ function recordedRender(render) {
   const box = h("div", { class: "render" });
   if (render.image) box.append(renderContent(render.image));
   if (render.markdown) box.append(markdownBlock(render.markdown));
-  else if (render.text) box.append(h("pre", { class: "text" }, render.text));
+  else if (render.text) box.append(textBlock(render.text));
   return box;
 }
 
