@@ -846,3 +846,30 @@ async def test_a_component_rubric_scores_a_wrapped_episode() -> None:
     assert steps[-1].done and steps[-1].components["task"] == 1.0
     assert [s.components["calls"] for s in steps] == [-0.01, -0.01]
     assert sum(s.reward for s in steps) == pytest.approx(1.0 - 0.02)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+async def test_mcpgym_wrap_keeps_each_servers_banner_quiet_unless_verbose(verbose: bool, tmp_path: Path) -> None:
+    import shlex
+
+    from mcp import StdioServerParameters
+
+    log = tmp_path / "stderr"
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+    cli = [sys.executable, "-m", "mcpgym", "wrap", *(["--verbose"] if verbose else []), "--", *HOSTILE, "banner"]
+    server = StdioServerParameters(command="/bin/sh", args=["-c", f"exec {shlex.join(cli)} 2>{log}"], env=path)
+    async with mcpgym.connect(server) as env:
+        for _ in range(2):  # two episodes, each its own instance (and banner)
+            await env.reset()
+            assert (await env.call_tool("go", {})).text == "ok"
+    said = log.read_text()
+    banner = "hostile MCP server (banner) running on stdio"
+    # Listing the tools starts two instances, then one per episode.
+    assert said.count(banner) == (4 if verbose else 0), said
+
+
+async def test_a_server_that_fails_to_start_is_quoted_from_its_stderr() -> None:
+    with pytest.raises(
+        RuntimeError, match=r"(?s)exited before it answered initialize; its stderr ended: .*cannot open the"
+    ):
+        await prepare(wrap([*HOSTILE, "dies"]))

@@ -290,6 +290,10 @@ async def test_steps_nothing_scores_are_unscored_not_zero() -> None:
         step = await env.call_tool("echo", {"message": "hi"})
         state = await env.state()
     assert math.isnan(step.reward) and math.isnan(state.total_reward)
+    async with serve_gym(Everything) as (_, url), mcpgym.connect(url) as far:
+        await far.reset()
+        over_http = await far.call_tool("echo", {"message": "hi"})
+    assert math.isnan(over_http.reward)  # null on the wire, NaN again in the client: the same
     async with Client(GymServer(Everything).mcp, mode="legacy") as client:
         result = await client.call_tool("echo", {"message": "hi"})
     assert result.meta is not None and result.meta["io.mcpgym/step"]["reward"] is None
@@ -312,6 +316,29 @@ async def test_bad_stdout_is_summarised_once_per_episode(caplog: pytest.LogCaptu
 
 
 COUNTER = [sys.executable, str(EVERYTHING.parent.parent.parent.parent / "wrap_server.py")]
+
+
+async def test_steps_something_will_score_earn_a_number() -> None:
+    from mcpgym import rubrics
+
+    # A finish tool scores the episode at its end: the steps before it earn 0 (a sparse reward).
+    finishing = wrap(COUNTER, tools=["increment"], finish_tool="done")
+    # A component rubric scores every step, the environment's own reward among its parts.
+    graded = wrap(
+        COUNTER,
+        tools=["increment"],
+        rubric=rubrics.Rubric({"env": rubrics.env_reward(), "calls": rubrics.step_rubric(lambda step: -0.01)}),
+    )
+    async with mcpgym.connect(finishing) as env:
+        await env.reset()
+        before = await env.call_tool("increment")
+        done = await env.call_tool("done")
+        state = await env.state()
+    assert before.reward == 0.0 and done.done and not math.isnan(state.total_reward)
+    async with mcpgym.connect(graded) as env:
+        await env.reset()
+        step = await env.call_tool("increment")
+    assert step.reward == pytest.approx(-0.01) and step.components["env"] == 0.0
 
 
 def _pool_of(gym: GymServer, env: Any) -> Any:

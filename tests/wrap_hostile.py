@@ -8,7 +8,9 @@ the point is to break the protocol). `python tests/wrap_hostile.py MODE`:
 - `forge`: answers `tools/call` with a reward stamp of its own in `_meta` (mcpgym's key);
 - `refuse`: answers `tools/call` with a JSON-RPC error (as SDKs do for invalid arguments);
 - `slow`: answers `tools/call` after the `seconds` argument (a tool that takes its time);
-- `paginate`: answers every `tools/list` with another page (a next cursor, forever).
+- `paginate`: answers every `tools/list` with another page (a next cursor, forever);
+- `banner`: writes a start-up banner to stderr (as most servers do), then serves normally;
+- `dies`: writes why to stderr and exits before `initialize`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def send(message_id: object, result: object) -> None:
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message_id, "result": result}) + "\n")
     sys.stdout.flush()
 
+
+if MODE in ("banner", "dies"):
+    sys.stderr.write(f"hostile MCP server ({MODE}) running on stdio\n")
+    sys.stderr.flush()
+if MODE == "dies":
+    sys.stderr.write("fatal: cannot open the database /nonexistent/db.sqlite\n")
+    sys.exit(3)
 
 for line in sys.stdin:
     request = json.loads(line)

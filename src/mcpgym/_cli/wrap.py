@@ -84,6 +84,11 @@ def register(sub: Any) -> None:
         default="forward",
         help="the server's sampling/elicitation/roots requests: to the driving client, or refused (forward)",
     )
+    wrap.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show each wrapped server's stderr (quiet by default: quoted only when a server fails to start)",
+    )
     add_serve_options(wrap)
 
 
@@ -109,6 +114,7 @@ def _wrapped(args: argparse.Namespace) -> type[Environment]:
             call_timeout=args.wrapped_timeout,
             finish_tool=args.finish_tool,
             server_requests=args.server_requests,
+            show_stderr=args.verbose,
         )
         anyio.run(prepare, env)  # a server that cannot start is said here, before serving
     except (TaskFileError, ValueError, RuntimeError) as exc:

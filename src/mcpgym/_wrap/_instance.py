@@ -84,6 +84,8 @@ class Launcher:
     tool_pages: int = 100
     """Pages of `tools/list` read at start-up (a server that paginates forever fails to wrap)."""
     passthrough: Passthrough = field(default_factory=Passthrough)
+    show_stderr: bool = False
+    """Pass each instance's stderr through (else kept quiet, and quoted when it fails to start)."""
 
     @contextlib.asynccontextmanager
     async def start(
@@ -107,7 +109,9 @@ class Launcher:
             if task is not None:
                 await self._set_up(task, box, env, network)
             cmd = box.join(self.sandbox.command(argv, box.workspace, network=network, uid=box.uid))
-            transport = BoundedStdio(cmd, env, box.workspace, self.message_bytes, bad_line=relay.bad_line)
+            transport = BoundedStdio(
+                cmd, env, box.workspace, self.message_bytes, bad_line=relay.bad_line, show_stderr=self.show_stderr
+            )
             # The SDK's read timeout bounds the initialize handshake: a server that never
             # answers fails its episode's reset instead of hanging it. (Each tool call
             # passes its own timeout.)
@@ -115,7 +119,7 @@ class Launcher:
             try:
                 client = await stack.enter_async_context(client)
             except Exception as exc:
-                raise WrappedServerError(self._why_not_started(exc, network)) from exc
+                raise WrappedServerError(self._why_not_started(exc, network, transport.stderr_tail)) from exc
             yield Instance(client, box.workspace, tuple(argv), relay)
 
     def _environment(self, values: dict[str, str], network: bool) -> dict[str, str]:
@@ -190,13 +194,16 @@ class Launcher:
                     f"task {task.id!r}: the set-up command {line!r} failed (exit status {done.returncode}): {said}"
                 )
 
-    def _why_not_started(self, exc: BaseException, network: bool = False) -> str:
+    def _why_not_started(self, exc: BaseException, network: bool = False, stderr: bytes = b"") -> str:
         leaf = _leaf(exc)
         code = getattr(leaf, "code", None)
+        said = stderr.decode(errors="replace").strip()
         if code == REQUEST_TIMEOUT:
             why = f"did not answer initialize within {self.start_timeout:g}s"
         elif code == CONNECTION_CLOSED:
-            why = "exited before it answered initialize (its stderr says why)"
+            why = "exited before it answered initialize"
+            if not said and not self.show_stderr:
+                why += " (it wrote nothing to stderr)"
         else:
             why = f"could not be started: {type(leaf).__name__}: {leaf}"
         hidden = self.sandbox.unreadable(self.argv)
@@ -212,6 +219,8 @@ class Launcher:
                 "first (npm install PACKAGE, then run node_modules/.bin/NAME; or a virtualenv's bin/NAME) "
                 'or allow the network (mcpgym wrap --network, or "network": true in a task)'
             )
+        if said:
+            why += f"; its stderr ended: {said[-500:]}"
         return f"the wrapped server {shlex.join(self.argv)} {why}"
 
 

@@ -206,8 +206,8 @@ class WrappedEnvironment(Environment):
             self.finish(reward=score.value)
             return _text(f"Finished: score {score.value:g}.")
         self.calls_made += 1
-        if self.config.finish_tool is not None or not self._scored:
-            _unscored()  # nothing scores this step: its reward is unknown, not 0
+        if self._never_scored:
+            _unscored()
         peer = PEER.get()
         if peer is not None:
             self.instance.relay.peer = peer
@@ -224,6 +224,13 @@ class WrappedEnvironment(Environment):
         if self.config.finish_tool is None and self._scored:
             await self._settle()
         return result
+
+    @property
+    def _never_scored(self) -> bool:
+        """Nothing will ever score this episode (no checks, rubric or finish tool): each step's
+        reward is unknown, not 0. (With a finish tool the steps before it earn 0, a sparse reward;
+        with an `mcpgym.rubrics.Rubric` on the class, the rubric scores every step.)"""
+        return not self._scored and self.config.finish_tool is None and type(self).rubric is None
 
     @property
     def _scored(self) -> bool:
@@ -347,7 +354,8 @@ def _remove_bases() -> None:
 
 
 def _unscored() -> None:
-    """This step's reward is NaN (unscored: null in the stamp), unless something adds to it."""
+    """This step's reward is NaN: unscored, as `mcpgym` says it everywhere (`_core.types.Score`:
+    null on the wire, read back as NaN, so every door reports the same)."""
     ledger = LEDGER.get()
     if ledger is not None:
         ledger.reward = math.nan
@@ -392,6 +400,7 @@ def wrap(
     name: str | None = None,
     server_requests: ServerRequests = "forward",
     on_notification: OnNotification | None = None,
+    show_stderr: bool = False,
 ) -> type[WrappedEnvironment]:
     """An environment class whose episodes each run a fresh instance of the MCP server `command`.
 
@@ -431,7 +440,13 @@ def wrap(
     _remove_at_exit(base)  # each workspace goes with its instance; then their parent
     passthrough = Passthrough(server_requests, on_notification)
     launcher = Launcher(
-        argv, box, base, start_timeout=start_timeout, call_timeout=call_timeout, passthrough=passthrough
+        argv,
+        box,
+        base,
+        start_timeout=start_timeout,
+        call_timeout=call_timeout,
+        passthrough=passthrough,
+        show_stderr=show_stderr,
     )
     probe = _probe(launcher, task_list[0])
     listed = probe.tools[_EVERYTHING]

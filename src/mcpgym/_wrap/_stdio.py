@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ TOO_LARGE = types.INTERNAL_ERROR
 """The JSON-RPC error code an oversized answer is replaced with (not one the SDK gives a meaning
 of its own, as it does -32000 and -32001: closed, timed out)."""
 _KEPT = 4096  # bytes kept from each end of an oversized line: where serializers put "id"
+STDERR_KEPT = 2048
+"""Bytes kept of the end of a wrapped server's stderr (quoted when it fails to start)."""
 _STOP_GRACE = 2.0  # seconds a server has to exit once its stdin closes, then to die of SIGTERM
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
@@ -53,6 +56,10 @@ class BoundedStdio:
     limit: int = MESSAGE_LIMIT
     bad_line: Callable[[bytes], None] | None = None
     """Told of each line that is not JSON-RPC (else each is logged as the SDK logs it)."""
+    show_stderr: bool = False
+    """Pass the server's stderr through to ours (else only its last bytes are kept, in
+    `stderr_tail`: what a server that fails to start said)."""
+    stderr_tail: bytes = b""
     _pending: dict[str | int, None] = field(default_factory=dict)  # ids of our requests awaiting an answer
     _stack: contextlib.AsyncExitStack | None = None
 
@@ -66,24 +73,44 @@ class BoundedStdio:
 
     @contextlib.asynccontextmanager
     async def _run(self) -> AsyncIterator[TransportStreams]:
+        stderr = None if self.show_stderr else subprocess.PIPE
         process = await anyio.open_process(
-            list(self.argv), env=dict(self.env), cwd=self.cwd, stderr=None, start_new_session=True
+            list(self.argv), env=dict(self.env), cwd=self.cwd, stderr=stderr, start_new_session=True
         )
+        drained = anyio.Event()
         to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._reader, process, to_session)
                 tg.start_soon(self._writer, process, from_session)
+                tg.start_soon(self._keep_stderr, process, drained)
                 try:
                     yield read, write
                 finally:
                     with anyio.CancelScope(shield=True):
                         await _stop(process)
+                        with anyio.move_on_after(_STOP_GRACE):  # what it said as it died
+                            await drained.wait()
+                        if process.stderr is not None:
+                            with contextlib.suppress(OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                await process.stderr.aclose()
                     tg.cancel_scope.cancel()
         finally:
             for stream in (read, write, to_session, from_session):
                 await stream.aclose()
+
+    async def _keep_stderr(self, process: Process, drained: anyio.Event) -> None:
+        """Read the server's stderr as it comes (a full pipe would stall it), keeping its end."""
+        try:
+            if process.stderr is not None:
+                with contextlib.suppress(
+                    anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
+                ):
+                    async for chunk in process.stderr:
+                        self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_KEPT:]
+        finally:
+            drained.set()
 
     async def _writer(self, process: Process, messages: MemoryObjectReceiveStream[SessionMessage]) -> None:
         assert process.stdin is not None
