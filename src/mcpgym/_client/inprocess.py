@@ -37,7 +37,9 @@ class InProcessDoor:
             self.env_cls: type[Environment] = type(self._shared)
         else:
             self.env_cls, self._factory = resolve_factory(env)
-        self._tools: list[types.Tool] = []  # read on connect(): a wrapped server's are learnt by starting it
+        self._tools: list[types.Tool] | None = (
+            None  # read when first needed: a wrapped server's are learnt by starting it
+        )
         self._episode: Episode | None = None
         self._host: Host | None = None
         self._host_scope: contextlib.AsyncExitStack | None = None
@@ -48,8 +50,7 @@ class InProcessDoor:
         return "environment", self.env_cls.__qualname__
 
     async def connect(self) -> None:
-        await tools_ready(self.env_cls)  # (in a worker thread when they are not known yet)
-        self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
+        await self._read_tools()
         # `async with connect(Env)` hosts what episodes `hold()` (in this task's own task group).
         stack = contextlib.AsyncExitStack()
         self._host = Host(await stack.enter_async_context(anyio.create_task_group()))
@@ -102,8 +103,15 @@ class InProcessDoor:
         # The episode's own coroutine, handed back rather than awaited: one frame less per step.
         return self._get(episode_id).step(name, arguments)
 
+    async def _read_tools(self) -> list[types.Tool]:
+        if self._tools is None:
+            await tools_ready(self.env_cls)  # (in a worker thread when they are not known yet)
+            self._tools = [spec.definition for spec in self.env_cls.__mcpgym_tools__.values()]
+        return self._tools
+
     async def list_tools(self) -> list[types.Tool]:
-        return list(self._tools)
+        # Also before connect(), as a client used without `async with` may ask.
+        return list(await self._read_tools())
 
     async def state(self, episode_id: str) -> EpisodeState:
         return self._get(episode_id).state()
