@@ -93,6 +93,16 @@ async def test_a_shipped_environment_without_its_extra_names_the_extra(monkeypat
         parse_text("coding")
 
 
+def test_a_missing_extra_is_named_with_its_command_once() -> None:
+    from mcpgym._cli.listing import render
+
+    base = installed.Installed("coding", "mcpgym.servers.coding:Coding", "mcpgym", missing_extra="coding")
+    said = "X needs the coding extra: pip install 'mcpgym[coding]' (No module named 'x')."
+    bare = "ModuleNotFoundError: No module named 'x'"
+    assert render(installed._failed(base, said, "coding")).count("pip install") == 1
+    assert render(installed._failed(base, bare, "coding")).endswith("'x'. Install: pip install 'mcpgym[coding]'.")
+
+
 def test_short_names_parse_to_their_class_and_shadow_commands_on_path() -> None:
     assert parse_text("blackjack").value is Blackjack
     echo = parse_text("echo")  # /bin/echo is on every PATH: the registered name wins, a command has a path

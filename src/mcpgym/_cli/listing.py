@@ -47,7 +47,9 @@ def dispatch(args: argparse.Namespace) -> None:
 def render(entry: Installed) -> str:
     head = f"{entry.name}  ({entry.target}; {entry.source})"
     if entry.error is not None:
-        fix = f" Install: pip install '{entry.source}[{entry.missing_extra}]'." if entry.missing_extra else ""
-        return f"{head}\n    cannot load: {entry.error}.{fix}"
+        command = f"pip install '{entry.source}[{entry.missing_extra}]'" if entry.missing_extra else None
+        # Most errors of a missing extra already name the command (mcpgym._core.extras): once is enough.
+        fix = f" Install: {command}." if command is not None and command not in entry.error else ""
+        return f"{head}\n    cannot load: {entry.error.rstrip('.')}.{fix}"
     tasks = f"{entry.tasks} tasks" if entry.tasks else "no task catalog"
     return f"{head}\n    {entry.description}\n    tools: {', '.join(entry.tools)}; {tasks}"
