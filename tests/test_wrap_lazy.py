@@ -85,15 +85,26 @@ async def test_connecting_to_a_wrapped_class_leaves_the_event_loop_running(tmp_p
     command = ["sh", "-c", f"read go < {shlex.quote(str(gate))}; exec {shlex.join(SERVER)}"]
     Env = wrap(command, tools=["increment"], isolation="none", start_timeout=120)  # bounds a failure only
     order: list[str] = []
+    done = anyio.Event()
 
     async def connector() -> None:
-        async with mcpgym.connect(Env) as env:
-            order.append("connected")
-            assert [tool.name for tool in await env.list_tools()] == ["increment"]
+        try:
+            async with mcpgym.connect(Env) as env:
+                order.append("connected")
+                assert [tool.name for tool in await env.list_tools()] == ["increment"]
+        finally:
+            done.set()
 
     async def opener() -> None:
-        await anyio.to_thread.run_sync(gate.write_text, "go\n")  # (waits for the server's read)
-        order.append("gate opened")
+        fd = await anyio.to_thread.run_sync(os.open, str(gate), os.O_WRONLY)  # (waits for a server's read)
+        try:
+            # A line for each instance that reads the gate (listing the tools starts two, each
+            # `read` takes one line), the gate held open until they all have.
+            os.write(fd, b"go\n" * 8)
+            order.append("gate opened")
+            await done.wait()
+        finally:
+            os.close(fd)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(connector)  # first: it runs until it waits

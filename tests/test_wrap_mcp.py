@@ -315,6 +315,19 @@ async def test_bad_stdout_is_summarised_once_per_episode(caplog: pytest.LogCaptu
     assert len(summaries) == 1 and "this is not JSON-RPC" in summaries[0].getMessage()
 
 
+def test_the_bad_stdout_summary_quotes_the_first_line_cut_short(caplog: pytest.LogCaptureFixture) -> None:
+    from mcpgym._wrap._relay import Relay
+
+    relay = Relay()
+    for line in (b"x" * 100_000, b"second"):
+        relay.bad_line(line)
+    with caplog.at_level(logging.WARNING):
+        relay.summarise("server")
+    (record,) = caplog.records
+    assert "wrote 2 line(s)" in record.getMessage() and len(record.getMessage()) < 400
+    assert relay.first_bad_line == "x" * 120 + "…"
+
+
 COUNTER = [sys.executable, str(EVERYTHING.parent.parent.parent.parent / "wrap_server.py")]
 
 

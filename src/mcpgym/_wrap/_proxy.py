@@ -421,7 +421,9 @@ def wrap(
     server's sampling, elicitation and roots requests to the driving client when it declared the
     capability, and refuses them otherwise (in-process, or mcpgym's own clients, which have no
     model to sample from), with an error that says why, recorded in the episode's state
-    (`info["server_requests"]`); "refuse" refuses them always.
+    (`info["server_requests"]`); "refuse" refuses them always. Each instance's stderr (the
+    banner most servers print) is kept quiet and quoted when the server fails to start;
+    `show_stderr=True` passes it through.
     """
     argv = _absolute(shlex.split(command) if isinstance(command, str) else command)
     if not argv:
