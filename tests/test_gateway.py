@@ -165,6 +165,31 @@ async def test_a_prompt_extending_the_previous_one_is_written_as_its_tail_and_re
     assert read_calls(tmp_path)["t"][0].prompt_token_ids is None  # unknown, never wrong
 
 
+def test_a_line_that_failed_to_write_is_no_later_prompts_base(tmp_path: Path) -> None:
+    from mcpgym.gateway.record import Recorder
+
+    recorder = Recorder(tmp_path)
+    call = {"id": "c0", "episode_id": "e", "prompt_token_ids": [1, 2]}
+    recorder.append("e", call)
+    real = recorder._files["e"]
+
+    class Full:  # the disk fills for one write
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def close(self) -> None:
+            real.close()
+
+    recorder._files["e"] = Full()  # type: ignore[assignment]
+    with pytest.raises(OSError):
+        recorder.append("e", {"id": "c1", "episode_id": "e", "prompt_token_ids": [1, 2, 3]})
+    recorder._files["e"] = real
+    recorder.append("e", {"id": "c2", "episode_id": "e", "prompt_token_ids": [1, 2, 3, 4]})  # its base: c0, written
+    recorder.append("e", {"id": "c3", "episode_id": "e", "prompt_token_ids": [1, 2, 3, 4, 5]})
+    recorder.close()
+    assert [c.prompt_token_ids for c in read_calls(tmp_path)["e"]] == [[1, 2], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
+
+
 async def test_with_n_choices_the_one_the_next_prompt_continues_is_kept(tmp_path: Path) -> None:
     engine = ScriptedEngine([Step(text="a", n=3)])
     async with gateway(engine, tmp_path) as client:

@@ -13,6 +13,7 @@ else total reward >= the environment's `max_reward` (1.0 when it declares none).
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Any
 
@@ -87,7 +88,13 @@ class Curriculum:
         if self._sampler is None or episode.task_id is None or episode.step_count == 0:
             return  # nothing played (a probe reset), or not a catalog task
         state = episode.final
-        if state is not None:
+        unscored = (
+            state is not None
+            and "success" not in state.components
+            and state.total_reward is not None
+            and math.isnan(state.total_reward)
+        )
+        if state is not None and not unscored:  # unknown is not a failure (mcpgym eval leaves it out too)
             self._sampler.observe(episode.task_id, self.succeeded(state))
 
     def succeeded(self, state: EpisodeState) -> bool:

@@ -54,7 +54,8 @@ class Recorder:
 
     def append(self, episode_id: str | None, call: dict[str, Any]) -> None:
         """Append `call` (`Call`'s fields) to `episode_id`'s file, in one write, flushed."""
-        line = json.dumps(self._shortened(episode_id, call), separators=(",", ":"), ensure_ascii=False).encode()
+        previous = self._prompts.pop(episode_id, None)  # back only once this call's line is written
+        line = json.dumps(self._shortened(previous, call), separators=(",", ":"), ensure_ascii=False).encode()
         file = self._files.pop(episode_id, None)
         if file is None:
             file = open(self.directory / file_name(episode_id), "ab")
@@ -65,14 +66,16 @@ class Recorder:
         self._files[episode_id] = file  # most recent last
         file.write(line + b"\n")
         file.flush()
+        # Only a written line may be a later prompt's base: after a failed write the next prompt is whole.
+        prompt = call.get("prompt_token_ids")
+        if isinstance(prompt, list):
+            self._prompts[episode_id] = (call["id"], prompt)
 
-    def _shortened(self, episode_id: str | None, call: dict[str, Any]) -> dict[str, Any]:
-        """`call` with its prompt as a tail of the episode's previous prompt, when it extends it."""
+    def _shortened(self, previous: tuple[str, list[int]] | None, call: dict[str, Any]) -> dict[str, Any]:
+        """`call` with its prompt as a tail of the episode's `previous` prompt, when it extends it."""
         prompt = call.get("prompt_token_ids")
         if not isinstance(prompt, list):
             return call
-        previous = self._prompts.get(episode_id)
-        self._prompts[episode_id] = (call["id"], prompt)
         if previous is None or prompt[: len(previous[1])] != previous[1]:
             return call
         short = {k: v for k, v in call.items() if k != "prompt_token_ids"}
