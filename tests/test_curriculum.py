@@ -196,6 +196,7 @@ def test_the_run_spec_chooses_the_sampler(tmp_path: Path) -> None:
         load_spec(spec)
 
 
+@pytest.mark.trl  # needs the trl extra (the datasets package): run on 3.11 only
 def test_a_trl_dataset_names_one_group_per_row() -> None:
     from mcpgym.trl import dataset
 

@@ -196,6 +196,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.system_python  # the system Python is 3.11 (Debian's): it cannot load 3.13's compiled packages
 def test_run_as_a_user_the_server_starts_in_a_user_namespace_of_its_own(tmp_path: Path) -> None:
     # CI runs as root; a user's machine does not: the same wrap as an unprivileged uid (nobody),
     # with the system Python and this environment's packages (both readable by others).
