@@ -119,3 +119,40 @@ def test_wrap_has_one_signature() -> None:
     assert getattr(wrap, "__wrapped__", None) is _proxy.wrap
     assert inspect.signature(wrap) == inspect.signature(_proxy.wrap) and mcpgym.wrap is wrap
     assert "Returns at once" in (wrap.__doc__ or "")
+
+
+async def test_a_reset_waiting_for_a_warm_start_is_not_left_waiting_when_the_pool_closes() -> None:
+    # The pool is starting its one instance (a server that never finishes starting) and a reset
+    # waits for that start rather than starting its own: the pool closing must end the wait.
+    import contextlib
+    from collections.abc import AsyncIterator
+    from typing import cast
+
+    from mcpgym._wrap._instance import Launcher, WarmPool
+
+    starting = anyio.Event()
+
+    class NeverStarts:
+        @contextlib.asynccontextmanager
+        async def start(self, **options: Any) -> AsyncIterator[Any]:
+            starting.set()
+            await anyio.sleep_forever()
+            yield
+
+    pool = WarmPool(cast(Launcher, NeverStarts()), 1)
+    ended: list[BaseException] = []
+
+    async def reset() -> None:
+        try:
+            await pool.take()
+        except Exception as exc:  # the pool is gone: a clear error, not a wait forever
+            ended.append(exc)
+
+    with anyio.fail_after(60):  # a guard: without the fix the reset would wait forever
+        async with anyio.create_task_group() as resets:
+            async with pool.running():
+                await starting.wait()
+                resets.start_soon(reset)
+                await anyio.wait_all_tasks_blocked()
+                assert pool._waiting == 1  # the premise: the reset waits for the pool's start
+    assert len(ended) == 1

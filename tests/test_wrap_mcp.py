@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import math
 import sys
@@ -179,6 +180,31 @@ async def test_progress_reaches_the_caller_against_its_own_token(door: str) -> N
     assert ours == theirs and len(ours) == 3
 
 
+@pytest.mark.parametrize("door", ["memory", "http"])
+async def test_a_request_that_comes_during_a_long_call_does_not_take_its_progress(door: str) -> None:
+    # Once the call has reported its first step, the same episode serves another request (a
+    # prompt of its server's, answered at once): the call's later progress still reaches the
+    # call's client, not the client of that request, which has been answered.
+    first = anyio.Event()
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+        first.set()
+
+    async with wrapped(door, Driver()) as client:
+        arguments = {"duration": 2, "steps": 4}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                functools.partial(
+                    client.call_tool, "trigger-long-running-operation", arguments, progress_callback=on_progress
+                )
+            )
+            await first.wait()
+            await client.get_prompt("simple-prompt")
+    assert seen == [1.0, 2.0, 3.0, 4.0]
+
+
 @pytest.mark.parametrize("door", WRAPPED_DOORS)
 async def test_sampling_and_roots_requests_go_to_the_driving_client(door: str) -> None:
     async def ask(client: Client) -> list[str]:
@@ -272,6 +298,34 @@ async def test_a_task_id_that_is_also_a_server_prompt_is_refused() -> None:
     Env = wrap([str(EVERYTHING), "stdio"], tasks=[task])  # lazy: the server starts when its tools are needed
     with pytest.raises(ValueError, match="clash with the wrapped server's prompts"):
         await mcpgym.wrapping.prepare(Env)
+
+
+@pytest.mark.parametrize("door", ["memory", "http"])
+async def test_a_wrapped_servers_own_prompts_are_prompts_not_tasks(door: str) -> None:
+    # The reference server lists prompts of its own beside the one task: the catalog (and so
+    # `mcpgym eval`) holds the task only, and reading the tasks' text does not trip on theirs.
+    task = mcpgym.wrapping.TaskSpec(id="say-hi", prompt="say hi")
+    Env = wrap([str(EVERYTHING), "stdio"], tasks=[task])
+    async with contextlib.AsyncExitStack() as stack:
+        target: Any = Env
+        if door == "http":
+            target = f"{await stack.enter_async_context(serve_app(GymServer(Env).http_app()))}/mcp"
+            client = await stack.enter_async_context(Client(target))
+            assert "simple-prompt" in [p.name for p in (await client.list_prompts()).prompts]  # the premise
+        env = await stack.enter_async_context(mcpgym.connect(target))
+        tasks = await env.list_tasks()
+    assert [(t.id, t.prompt) for t in tasks] == [("say-hi", "say hi")]
+
+
+async def test_a_wrapped_server_cannot_list_a_prompt_as_a_task() -> None:
+    # A hostile server's prompt carrying mcpgym's task key reaches clients as its prompt, without
+    # our key (its own keys kept), and is no task of the environment's.
+    async with serve_app(GymServer(wrap([*HOSTILE, "forge"])).http_app()) as base:
+        async with Client(f"{base}/mcp") as client:
+            (prompt,) = (await client.list_prompts()).prompts
+        async with mcpgym.connect(f"{base}/mcp") as env:
+            tasks = await env.list_tasks()
+    assert (prompt.name, prompt.meta, tasks) == ("free-reward", {"theirs": 1}, [])
 
 
 async def test_in_process_notifications_reach_the_callback() -> None:

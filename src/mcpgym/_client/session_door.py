@@ -167,6 +167,8 @@ class SessionDoor:
                     if limit is not None and len(tasks) >= limit:
                         return tasks
                     task = task_of(prompt)
+                    if task is None:
+                        continue
                     if prompts:
                         got = await self.session.get_prompt(prompt.name, meta=episode_meta(new_episode_id()))
                         texts = [m.content.text for m in got.messages if isinstance(m.content, types.TextContent)]

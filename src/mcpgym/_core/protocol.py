@@ -45,6 +45,9 @@ SUCCESS_KEY: Final = "io.mcpgym/success"
 """In `reset`'s `info` when the environment declares `max_reward`: `{"max_reward": float}`, the
 best return an episode can earn (`mcpgym eval` counts an episode reaching it a success)."""
 
+# `_meta` prefixes a wrapped server may not send through: the SDK's own (they describe its hop) and ours.
+RESERVED_META: Final = ("io.mcpgym/", "io.modelcontextprotocol/")
+
 RESET_METHOD: Final = "mcpgym/reset"
 STATE_METHOD: Final = "mcpgym/state"
 CLOSE_METHOD: Final = "mcpgym/close"
@@ -143,5 +146,5 @@ def split_meta(meta: dict[str, Any] | None) -> tuple[StepMeta | None, dict[str, 
         return None, None
     raw = meta.get(STEP_KEY)
     step = StepMeta.model_validate(raw) if isinstance(raw, dict) else None
-    rest = {k: v for k, v in meta.items() if not k.startswith(("io.mcpgym/", "io.modelcontextprotocol/"))}
+    rest = {k: v for k, v in meta.items() if not k.startswith(RESERVED_META)}
     return step, rest or None

@@ -101,9 +101,13 @@ class Catalog:
         return task
 
 
-def task_of(prompt: types.Prompt) -> Task:
-    """The `Task` a listed prompt stands for (its prompt text is fetched separately)."""
-    meta = (prompt.meta or {}).get(TASK_KEY) or {}
+def task_of(prompt: types.Prompt) -> Task | None:
+    """The `Task` a listed prompt stands for (its prompt text is fetched separately), or None for
+    a prompt that is not a task: only the catalog's carry `_meta[TASK_KEY]`; a wrapped server's
+    own prompts are listed beside them and are prompts, not tasks."""
+    if TASK_KEY not in (prompt.meta or {}):
+        return None
+    meta = (prompt.meta or {})[TASK_KEY] or {}
     return Task(
         id=prompt.name,
         prompt="",

@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from mcpgym._core.errors import INTERNAL_ERROR, MCPError
+from mcpgym._core.protocol import RESERVED_META
 from mcpgym._episode.catalog import URI_PREFIX
 from mcpgym._episode.episode import Episode
 from mcpgym._episode.peer import Upstream, UpstreamListing
@@ -49,7 +50,7 @@ class PassthroughHandlers:
     async def _list_prompts(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         page = (await self._catalog.catalog()).list_prompts(params)
         if page.next_cursor is None:
-            page = page.model_copy(update={"prompts": [*page.prompts, *self._listing().prompts]})
+            page = page.model_copy(update={"prompts": [*page.prompts, *map(_foreign, self._listing().prompts)]})
         return page
 
     async def _list_resources(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -74,6 +75,15 @@ class PassthroughHandlers:
             return (await self._catalog.catalog()).read_resource(params.uri)
         async with self._episode_of(ctx) as episode:
             return await _upstream(episode).read_resource(params.uri)
+
+
+def _foreign(prompt: types.Prompt) -> types.Prompt:
+    """A wrapped server's prompt without our `io.mcpgym/` keys (or the SDK's): it cannot pass itself off as one
+    of the catalog's tasks (or anything else of ours) to a client that reads them."""
+    if not prompt.meta or not any(key.startswith(RESERVED_META) for key in prompt.meta):
+        return prompt
+    meta = {key: value for key, value in prompt.meta.items() if not key.startswith(RESERVED_META)}
+    return prompt.model_copy(update={"meta": meta or None})
 
 
 def _upstream(episode: Episode) -> Upstream:

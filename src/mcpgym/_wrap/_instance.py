@@ -407,9 +407,11 @@ class WarmPool:
             self._starting += 1
             try:
                 ready = await self._start()
-            except Exception:
+            except BaseException as exc:
                 self._starting -= 1
-                self._notify()
+                self._notify()  # a reset waiting for this start goes on (to start its own, or fail)
+                if not isinstance(exc, Exception):
+                    raise  # cancelled: the pool is closing
                 self._free.release()
                 logger.exception("starting a warm instance failed; retrying in %.1fs", backoff)
                 await anyio.sleep(backoff)  # pacing retries of a failing command, not synchronisation

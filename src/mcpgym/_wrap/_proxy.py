@@ -31,10 +31,12 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from mcpgym._core.errors import INVALID_PARAMS, MCPError, ToolError
+from mcpgym._core.protocol import RESERVED_META
 from mcpgym._episode.catalog import URI_PREFIX, Task
 from mcpgym._episode.environment import LEDGER, Environment
 from mcpgym._episode.host import Host
@@ -244,7 +246,7 @@ class WrappedEnvironment(Environment):
             with anyio.fail_after(timeout):
                 # Its own timeout, not the session's (that one bounds the start-up handshake).
                 return await self.instance.client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout, progress_callback=self._progress
+                    name, arguments, read_timeout_seconds=timeout, progress_callback=self._progress_of_this_call()
                 )
         except TimeoutError:
             self.finish()
@@ -287,8 +289,16 @@ class WrappedEnvironment(Environment):
         except TimeoutError:
             raise MCPError(REQUEST_TIMEOUT, "the wrapped server did not answer in time") from None
 
-    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
-        await self.instance.relay.progress(progress, total, message, token=self.calls_made)
+    def _progress_of_this_call(self) -> ProgressFnT:
+        """Progress goes to the client of the request that made the call, against that request's
+        token, bound now: `relay.peer` follows whichever request came last, and a request that
+        comes while this call runs must not take its progress."""
+        relay, peer, token = self.instance.relay, PEER.get(), self.calls_made
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await relay.progress(progress, total, message, token=token, peer=peer)
+
+        return progress
 
     async def _settle(self) -> None:
         score = await self._score()
@@ -366,17 +376,14 @@ def _remove_empty(path: Path) -> None:
         path.rmdir()
 
 
-_RESERVED_META = ("io.modelcontextprotocol/", "io.mcpgym/")
-
-
 def _own_meta(result: types.CallToolResult) -> types.CallToolResult:
     """The result less the `_meta` keys the MCP SDK reserves for the protocol itself (they
     describe the hop to the wrapped server, not ours; every door then carries the same result)
     and mcpgym's own: a wrapped server does not get to stamp a reward (a forged `io.mcpgym/step`
     would otherwise reach in-process and `--hide-rewards` clients as it was sent)."""
-    if not result.meta or not any(key.startswith(_RESERVED_META) for key in result.meta):
+    if not result.meta or not any(key.startswith(RESERVED_META) for key in result.meta):
         return result
-    kept = {k: v for k, v in result.meta.items() if not k.startswith(_RESERVED_META)}
+    kept = {k: v for k, v in result.meta.items() if not k.startswith(RESERVED_META)}
     return result.model_copy(update={"meta": kept or None})
 
 

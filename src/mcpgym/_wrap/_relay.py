@@ -8,7 +8,8 @@ somewhere to go).
 
 - Notifications (log messages, list changes, resource updates) go to the peer, and to the
   `on_notification` callback when one is given (the in-process door has no peer: that callback
-  is how an in-process caller sees them). Progress is per call (`progress_callback`).
+  is how an in-process caller sees them). Progress is per call (`progress_callback`), to the
+  client of the request that made the call, whatever requests come meanwhile.
 - Server-to-client requests (sampling, elicitation, roots) go to the peer when it declared the
   capability and the policy is "forward"; otherwise they are refused with an error that says
   why, and the refusal is recorded (`events`) for the episode's state.
@@ -90,7 +91,10 @@ class Relay:
 
     # Notifications
 
-    async def progress(self, progress: float, total: float | None, message: str | None, token: int) -> None:
+    async def progress(
+        self, progress: float, total: float | None, message: str | None, *, token: int, peer: Peer | None
+    ) -> None:
+        """Progress of one call, to the peer of the request that made it (not `self.peer`)."""
         await self._tell(
             types.ProgressNotification(
                 params=types.ProgressNotificationParams(
@@ -98,9 +102,9 @@ class Relay:
                 )
             )
         )
-        if self.peer is not None:
+        if peer is not None:
             with _undeliverable("progress"):
-                await self.peer.progress(progress, total, message)
+                await peer.progress(progress, total, message)
 
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self._tell(types.LoggingMessageNotification(params=params))
