@@ -145,29 +145,37 @@ def test_uids_are_claimed_host_wide_and_a_uid_with_live_processes_is_skipped(
     The holder and this test share a lock directory of their own, so coding servers elsewhere on
     the machine cannot take the uids the assertion counts."""
     claim = (
-        "import sys\nfrom mcpgym.servers.coding import Sandbox\n"
-        "print(Sandbox().new_uid(), flush=True)\nsys.stdin.read()"
+        "import sys\nfrom mcpgym.servers.coding import Sandbox\nfrom mcpgym._isolation import uids\n"
+        "print(Sandbox().new_uid(), *uids._RESERVE, flush=True)\nsys.stdin.read()"
     )
     with subprocess.Popen([sys.executable, "-c", claim], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as holder:
         assert holder.stdin is not None and holder.stdout is not None
-        held = int(holder.stdout.readline())  # the first of the batch it reserved
-        squatting = held + _uids._BATCH  # the first uid past that batch
+        batch = [int(uid) for uid in holder.stdout.readline().split()]  # the batch it reserved
+        held = min(batch)
+        squatting = max(batch) + 1  # the first uid past that batch
         squat = [_SYSTEM_PYTHON, "-I", "-S", "-c", _SQUATTERS[squatter_kind]]
         # Left behind by an earlier server (its stdin a pipe of ours: it ends with the test).
         with subprocess.Popen(squat, user=squatting, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as squatter:
             assert squatter.stdout is not None and squatter.stdout.readline() == b"\n"  # running, prctl done
             owner = os.stat(f"/proc/{squatter.pid}/status").st_uid
             assert owner == (0 if squatter_kind == "not dumpable" else squatting)  # the premise
-            monkeypatch.setattr(_uids, "_NEXT", itertools.count())  # count from the base, as that process did
+            # Count on from where that process's count from the base found its batch: uids below
+            # it may be free by now (a sandbox of another test that ran under one has exited
+            # since), and would be handed out before the ones this test is about.
+            monkeypatch.setattr(_uids, "_NEXT", itertools.count(held - _uids._BASE))
             reserve: deque[int] = deque()
             monkeypatch.setattr(_uids, "_RESERVE", reserve)  # none reserved yet, as in that process
             sandbox = new_sandbox(QUICK)
-            first, second = sandbox.new_uid(), sandbox.new_uid()
+            claimed: list[int] = []
+            while not claimed or claimed[-1] < squatting:  # uids are handed out in increasing order
+                uid = sandbox.new_uid()
+                assert uid is not None
+                claimed.append(uid)
             squatter.kill()
         holder.stdin.close()
-    assert first is not None and second is not None
-    assert held < squatting < first < second  # skipped: the holder's batch, then the squatter's uid
-    for uid in (first, second, *reserve):
+    # Past the holder's batch and the squatter's uid, and neither handed out on the way.
+    assert claimed[-1] > squatting and not {*batch, squatting} & set(claimed)
+    for uid in (*claimed, *reserve):
         sandbox.release_uid(uid)
 
 
