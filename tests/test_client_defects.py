@@ -18,6 +18,7 @@ import mcpgym
 from mcpgym._client import dispatch, session_door
 from mcpgym._core.protocol import ResetResult, new_episode_id
 from mcpgym._core.types import EpisodeState, ToolStep
+from mcpgym._episode.catalog import TASK_KEY
 from mcpgym.pool import Pool
 from mcpgym.servers.echo import Echo
 from tests.conftest import serve_app, serve_gym
@@ -189,7 +190,7 @@ async def test_a_listing_left_at_its_limit_is_closed_at_once(monkeypatch: pytest
 
     async def pages(listing: object) -> AsyncGenerator[Any, None]:
         try:
-            prompts = [types.Prompt(name=name) for name in ("a", "b")]
+            prompts = [types.Prompt(name=name, _meta={TASK_KEY: {"seed": 0, "options": {}}}) for name in ("a", "b")]
             yield types.ListPromptsResult(prompts=prompts, next_cursor="more")
             yield types.ListPromptsResult(prompts=[])
         finally:
