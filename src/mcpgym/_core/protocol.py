@@ -146,5 +146,11 @@ def split_meta(meta: dict[str, Any] | None) -> tuple[StepMeta | None, dict[str, 
         return None, None
     raw = meta.get(STEP_KEY)
     step = StepMeta.model_validate(raw) if isinstance(raw, dict) else None
-    rest = {k: v for k, v in meta.items() if not k.startswith(RESERVED_META)}
-    return step, rest or None
+    return step, unreserved(meta)
+
+
+def unreserved(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`meta` less its `RESERVED_META` keys (None when nothing is left); `meta` itself when it has none."""
+    if not meta or not any(key.startswith(RESERVED_META) for key in meta):
+        return meta
+    return {key: value for key, value in meta.items() if not key.startswith(RESERVED_META)} or None

@@ -105,9 +105,10 @@ def task_of(prompt: types.Prompt) -> Task | None:
     """The `Task` a listed prompt stands for (its prompt text is fetched separately), or None for
     a prompt that is not a task: only the catalog's carry `_meta[TASK_KEY]`; a wrapped server's
     own prompts are listed beside them and are prompts, not tasks."""
-    if TASK_KEY not in (prompt.meta or {}):
+    meta = prompt.meta or {}
+    if TASK_KEY not in meta:
         return None
-    meta = (prompt.meta or {})[TASK_KEY] or {}
+    meta = meta[TASK_KEY] or {}
     return Task(
         id=prompt.name,
         prompt="",

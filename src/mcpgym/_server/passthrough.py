@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from mcpgym._core.errors import INTERNAL_ERROR, MCPError
-from mcpgym._core.protocol import RESERVED_META
+from mcpgym._core.protocol import unreserved
 from mcpgym._episode.catalog import URI_PREFIX
 from mcpgym._episode.episode import Episode
 from mcpgym._episode.peer import Upstream, UpstreamListing
@@ -78,12 +78,10 @@ class PassthroughHandlers:
 
 
 def _foreign(prompt: types.Prompt) -> types.Prompt:
-    """A wrapped server's prompt without our `io.mcpgym/` keys (or the SDK's): it cannot pass itself off as one
-    of the catalog's tasks (or anything else of ours) to a client that reads them."""
-    if not prompt.meta or not any(key.startswith(RESERVED_META) for key in prompt.meta):
-        return prompt
-    meta = {key: value for key, value in prompt.meta.items() if not key.startswith(RESERVED_META)}
-    return prompt.model_copy(update={"meta": meta or None})
+    """A wrapped server's prompt without our `io.mcpgym/` keys (or the SDK's): it cannot pass
+    itself off as one of the catalog's tasks (or anything else of ours) to a client that reads them."""
+    kept = unreserved(prompt.meta)
+    return prompt if kept is prompt.meta else prompt.model_copy(update={"meta": kept})
 
 
 def _upstream(episode: Episode) -> Upstream:

@@ -36,7 +36,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from mcpgym._core.errors import INVALID_PARAMS, MCPError, ToolError
-from mcpgym._core.protocol import RESERVED_META
+from mcpgym._core.protocol import unreserved
 from mcpgym._episode.catalog import URI_PREFIX, Task
 from mcpgym._episode.environment import LEDGER, Environment
 from mcpgym._episode.host import Host
@@ -381,10 +381,8 @@ def _own_meta(result: types.CallToolResult) -> types.CallToolResult:
     describe the hop to the wrapped server, not ours; every door then carries the same result)
     and mcpgym's own: a wrapped server does not get to stamp a reward (a forged `io.mcpgym/step`
     would otherwise reach in-process and `--hide-rewards` clients as it was sent)."""
-    if not result.meta or not any(key.startswith(RESERVED_META) for key in result.meta):
-        return result
-    kept = {k: v for k, v in result.meta.items() if not k.startswith(RESERVED_META)}
-    return result.model_copy(update={"meta": kept or None})
+    kept = unreserved(result.meta)
+    return result if kept is result.meta else result.model_copy(update={"meta": kept})
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:
