@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -358,3 +359,33 @@ async def test_a_restarted_gateway_numbers_an_episodes_turns_on_from_its_record(
         async with gateway(engine, tmp_path) as client:
             await chat(client, [USER], path="/episodes/again/v1", temperature=len(engine.requests))
     assert [c.turn for c in read_calls(tmp_path)["again"]] == [0, 1]
+
+
+async def test_a_message_no_utf8_can_hold_is_relayed_and_recorded(tmp_path: Path) -> None:
+    # JSON may escape a lone surrogate ("\ud800"), which no UTF-8 encodes: a client (or a policy
+    # producing odd text) that sends one must not cost the call or its record.
+    engine = ScriptedEngine()
+    odd = {"role": "user", "content": "half a pair: \ud800"}
+    async with gateway(engine, tmp_path) as client:
+        wire = json.dumps({"model": "m", "messages": [odd]}).encode()  # ASCII: the escape as sent
+        sent = await client.post(
+            "/episodes/odd/v1/chat/completions", content=wire, headers={"content-type": "application/json"}
+        )
+        assert sent.status_code == 200, sent.text
+    [call] = read_calls(tmp_path)["odd"]
+    assert call.messages == [odd] and engine.requests[0]["messages"] == [odd]
+
+
+async def test_an_engine_nobody_serves_is_a_502_that_is_recorded(tmp_path: Path) -> None:
+    with socket.socket() as held:  # bound, never listening: connecting is refused while we hold it
+        held.bind(("127.0.0.1", 0))
+        upstream = f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+        app = Gateway(GatewayConfig(upstream=upstream, record=tmp_path)).app()
+        async with serve_app(app) as url, httpx2.AsyncClient(base_url=url, timeout=30) as client:
+            body = {"messages": [USER]}
+            down = await client.post("/episodes/down/v1/chat/completions", json=body)
+            models = await client.get("/v1/models")
+    assert down.status_code == 502 and "cannot reach the engine" in down.json()["error"]["message"]
+    assert models.status_code == 502
+    [call] = read_calls(tmp_path)["down"]
+    assert call.status == 502 and call.error and "cannot reach" in call.error

@@ -25,8 +25,9 @@ mcpgym.read_traces(DIR).
 """
 
 SLOW_PARSER = (
-    "mcpgym gateway: httptools is not installed, so uvicorn parses HTTP in pure Python (h11), which costs "
-    "~0.15 ms of CPU more per model call; pip install 'mcpgym[fast]' (httptools, uvloop) to avoid it"
+    "mcpgym gateway: {missing} not installed, so each model call costs up to ~0.3 ms more CPU here (pure-Python "
+    "HTTP parsing, aiohttp to the engine, standard-library JSON; docs/traces.md, 'Cost'); "
+    "pip install 'mcpgym[fast]' (httptools, orjson, uvloop) to avoid it"
 )
 
 
@@ -87,8 +88,10 @@ def dispatch(args: argparse.Namespace) -> None:
     def ready(url: str) -> None:
         where = f"; recording under {args.record}" if args.record else ""
         print(f"mcpgym gateway: {url}/v1 -> {args.upstream}{where}", file=sys.stderr, flush=True)
-        if importlib.util.find_spec("httptools") is None:  # the largest single cost we measured (docs/traces.md)
-            print(SLOW_PARSER, file=sys.stderr, flush=True)
+        missing = [name for name in ("httptools", "orjson") if importlib.util.find_spec(name) is None]
+        if missing:  # the largest costs we measured (docs/traces.md, "Cost")
+            are = " and ".join(missing) + (" are" if len(missing) > 1 else " is")
+            print(SLOW_PARSER.format(missing=are), file=sys.stderr, flush=True)
 
     try:
         # uvloop when installed (the `fast` extra): every model call crosses two sockets here.

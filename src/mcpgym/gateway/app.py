@@ -1,9 +1,8 @@
 """The gateway's ASGI app: an OpenAI-compatible reverse proxy that records what the model generated.
 
-Layer: transport (Starlette routes; an aiohttp client to the engine, the lean HTTP stack
-mcpgym's shared client already uses: rfcs/0014 measured its POST at ~260 us of CPU against
-httpx2's ~650, and this is the hop the gateway adds to every model call). The pure parts are
-`engine` (what to ask, what to hide), `sse`, `anthropic` and `record`.
+Layer: transport (Starlette routes; `upstream`, the client to the engine, is the hop the
+gateway adds to every model call). The pure parts are `engine` (what to ask, what to hide),
+`sse`, `anthropic` and `record`.
 
     POST /v1/chat/completions        to the engine (never streaming; a streaming client gets SSE replayed)
     POST /v1/messages                Anthropic Messages, translated to chat completions
@@ -30,15 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from yarl import URL
 
 from mcpgym._core.protocol import EPISODE_HEADER
-from mcpgym.gateway import anthropic, engine, sse
+from mcpgym.gateway import anthropic, codec, engine, sse, upstream
 from mcpgym.gateway.record import Recorder
 
 TOKENS_HEADER = "Mcpgym-Tokens"
@@ -75,13 +72,14 @@ class Gateway:
     episodes: dict[str | None, _Episode] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
     recorder: Recorder | None = None
-    client: aiohttp.ClientSession | None = None
+    client: upstream.Upstream | None = None
 
     def __post_init__(self) -> None:
         if not self.config.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must start with http:// or https://, got {self.config.upstream!r}")
+        if any(c in (self.config.upstream_key or "") for c in "\r\n\0"):
+            raise ValueError("the upstream key may not contain CR, LF or NUL")
         self.base = self.config.upstream.rstrip("/")
-        self.chat_url = URL(self.base + "/chat/completions")  # parsed once, not per call
         if self.config.record is not None:
             self.recorder = Recorder(self.config.record)
 
@@ -106,18 +104,12 @@ class Gateway:
 
     async def open(self) -> None:
         if self.client is None:
-            self.client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),  # the harness's concurrency is the bound
-                timeout=aiohttp.ClientTimeout(total=self.config.timeout),
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
-                skip_auto_headers=("Accept-Encoding", "User-Agent"),
-            )
+            self.client = upstream.connect(self.base, self.config.timeout)
 
     async def aclose(self) -> None:
         client, self.client = self.client, None
         if client is not None:
-            await client.close()
+            await client.aclose()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -161,7 +153,7 @@ class Gateway:
         if stream and status == 200:
             usage = isinstance(options, dict) and bool(options.get("include_usage"))
             return Response(sse.chat_stream(reply, usage), media_type="text/event-stream")
-        return Response(json.dumps(reply).encode(), status_code=status, media_type="application/json")
+        return Response(codec.dumps(reply), status_code=status, media_type="application/json")
 
     async def messages(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -192,10 +184,11 @@ class Gateway:
             return _openai_error(401, refusal)
         assert self.client is not None
         try:
-            async with self.client.get(self.base + "/models", headers=self._upstream_headers(request)) as response:
-                status, content = response.status, await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return _openai_error(502, f"cannot reach the engine at {self.base}: {exc!r}")
+            status, content = await self.client.request("GET", "/models", None, self._upstream_headers(request, False))
+        except TimeoutError:
+            return _openai_error(504, f"the engine at {self.base} did not answer within {self.config.timeout:g}s")
+        except upstream.UpstreamError as exc:
+            return _openai_error(502, f"cannot reach the engine at {self.base}: {exc}")
         return Response(content, status_code=status, media_type="application/json")
 
     async def register_key(self, request: Request) -> Response:
@@ -266,25 +259,25 @@ class Gateway:
 
     async def _post(self, request: Request, body: dict[str, Any]) -> tuple[int, dict[str, Any] | None, str | None]:
         assert self.client is not None, "the gateway's client opens with the app's lifespan"
-        url = self.chat_url
-        data = json.dumps(body).encode()  # bytes: aiohttp sends them as they are (no text payload to encode)
+        url = self.base + "/chat/completions"
+        data = json.dumps(body).encode()  # `json`, not `codec`: what the client sent goes on as it was
         try:
-            async with self.client.post(url, data=data, headers=self._upstream_headers(request)) as response:
-                status, content = response.status, await response.read()
-        except TimeoutError:  # (aiohttp's own timeout error is one)
+            headers = self._upstream_headers(request)
+            status, content = await self.client.request("POST", "/chat/completions", data, headers)
+        except TimeoutError:
             return 504, None, f"the engine at {url} did not answer within {self.config.timeout:g}s"
-        except aiohttp.ClientError as exc:
-            return 502, None, f"cannot reach the engine at {url}: {exc!r}"
+        except upstream.UpstreamError as exc:
+            return 502, None, f"cannot reach the engine at {url}: {exc}"
         text = content[:500].decode(errors="replace")
         if status != 200:
             return status, None, f"the engine answered HTTP {status}: {text}"
-        reply = _json_object(content)
+        reply = codec.object_or_none(content)
         if reply is None:
             return 502, None, f"the engine's reply is not a JSON object: {text[:200]!r}"
         return 200, reply, None
 
-    def _upstream_headers(self, request: Request) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
+    def _upstream_headers(self, request: Request, json_body: bool = True) -> dict[str, str]:
+        headers = {"content-type": "application/json"} if json_body else {}
         if self.config.upstream_key:
             headers["authorization"] = f"Bearer {self.config.upstream_key}"
         elif self.config.forward_key and (given := request.headers.get("authorization")):

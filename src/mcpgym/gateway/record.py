@@ -24,6 +24,7 @@ from collections import OrderedDict, defaultdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mcpgym.gateway import codec
 from mcpgym.gateway.types import Call
 
 UNJOINED = "_unjoined"
@@ -55,7 +56,7 @@ class Recorder:
     def append(self, episode_id: str | None, call: dict[str, Any]) -> None:
         """Append `call` (`Call`'s fields) to `episode_id`'s file, in one write, flushed."""
         previous = self._prompts.pop(episode_id, None)  # back only once this call's line is written
-        line = json.dumps(self._shortened(previous, call), separators=(",", ":"), ensure_ascii=False).encode()
+        line = codec.dumps(self._shortened(previous, call))
         file = self._files.pop(episode_id, None)
         if file is None:
             file = open(self.directory / file_name(episode_id), "ab")

@@ -12,9 +12,10 @@ once when the engine has finished, which agent harnesses (they act on whole turn
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
+
+from mcpgym.gateway import codec
 
 DONE = b"data: [DONE]\n\n"
 
@@ -67,7 +68,7 @@ def chat_stream(reply: dict[str, Any], include_usage: bool = False) -> bytes:
 
 
 def _event(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + codec.dumps(data) + b"\n\n"
 
 
 def named_event(name: str, data: dict[str, Any]) -> bytes:

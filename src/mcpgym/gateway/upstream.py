@@ -1,0 +1,273 @@
+"""The gateway's HTTP client to its engine: one request and its whole reply, over a keep-alive pool.
+
+Layer: transport (asyncio; the gateway runs under uvicorn, which is asyncio).
+
+This is the hop the gateway adds to every model call, so its cost is the gateway's cost. Two
+implementations behind one function, `connect(base, timeout)`:
+
+- `LeanUpstream`, for `http://` engines when httptools is installed (`mcpgym[fast]`, which the
+  gateway asks for anyway: uvicorn parses the client's side with it). Connections are asyncio
+  protocols and httptools (llhttp, the parser Node.js uses) parses the replies: ~45 us of CPU
+  per call where aiohttp's client costs ~165 us (benchmarks/bench_gateway.py, rfcs/0018). It
+  does only what the gateway needs: send a request with a body, read a whole reply with a
+  `Content-Length`, chunked or close-delimited body, keep the connection when the engine
+  allows it.
+- `AiohttpUpstream` otherwise (`https://`, or no httptools): aiohttp's client, the stack
+  mcpgym's shared client already uses.
+
+Both raise `UpstreamError` when the engine cannot be reached or breaks the connection, and
+`TimeoutError` past `timeout` seconds for the whole call (connecting included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+import aiohttp
+from yarl import URL
+
+IDLE_REUSE = 4.0
+"""Seconds a kept connection may sit idle and still be reused. vLLM and SGLang serve with
+uvicorn, which closes a connection idle for 5 s (its `timeout_keep_alive`, vLLM's
+`VLLM_HTTP_TIMEOUT_KEEP_ALIVE`): a request written on one the engine is closing at that
+moment is lost, and a model call is not safe to send twice. Older connections are closed
+instead (a new loopback connection costs ~0.1 ms)."""
+
+
+Reply = tuple[int, bytes]
+"""The engine's status and its whole body."""
+
+
+class UpstreamError(Exception):
+    """The engine could not be reached, or broke the connection before its reply was whole."""
+
+
+class Upstream(Protocol):
+    """What the gateway needs of an HTTP client to its engine."""
+
+    async def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> Reply:
+        """Send `method path` (under the engine's base URL) and return (status, the whole body)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def connect(base: str, timeout: float) -> Upstream:
+    """The client for an engine at `base` (its OpenAI base URL, `http://host:port/v1`)."""
+    if base.startswith("http://") and importlib.util.find_spec("httptools") is not None:
+        return LeanUpstream(base, timeout)
+    return AiohttpUpstream(base, timeout)
+
+
+def _check_header(name: str, value: str) -> None:
+    # Values reach the request line by line: a CR or LF would end a header and start another.
+    if any(c in name + value for c in "\r\n\0") or not name or ":" in name:
+        raise UpstreamError(f"a header for the engine may not contain CR, LF or NUL: {name!r}")
+
+
+class LeanUpstream:
+    """An asyncio + httptools HTTP/1.1 client to one `http://` engine (see the module's docstring)."""
+
+    def __init__(self, base: str, timeout: float) -> None:
+        url = URL(base)
+        if url.scheme != "http" or not url.host:
+            raise ValueError(f"LeanUpstream speaks plain http:// only, got {base!r}")
+        self.base = base
+        self.timeout = timeout
+        self._host, self._port = url.host, url.port or 80
+        self._prefix = url.raw_path.rstrip("/")  # raw: as written, percent-escapes kept
+        authority = f"[{url.host}]" if ":" in url.host else url.host
+        self._host_header = f"{authority}:{self._port}"
+        self._idle: deque[_Connection] = deque()  # in the order they went idle: the oldest first
+        self._busy: set[_Connection] = set()
+        self._closed = False
+
+    async def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> Reply:
+        if self._closed:
+            raise UpstreamError("the gateway's client to the engine is closed")
+        lines = [f"{method} {self._prefix}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"]
+        for name, value in headers.items():
+            _check_header(name, value)
+            lines.append(f"{name}: {value}\r\n")
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}\r\n")
+        head = "".join(lines).encode("latin-1") + b"\r\n"
+        # asyncio.timeout, not anyio's: this runs on every model call and asyncio's costs less.
+        async with asyncio.timeout(self.timeout):
+            connection = self._reusable() or await self._open()
+            self._busy.add(connection)
+            try:
+                status, content = await connection.exchange(head + body if body else head)
+            except BaseException:  # a time-out, a cancelled caller, a broken reply: its state is unknown
+                connection.close()
+                raise
+            finally:
+                self._busy.discard(connection)
+        if connection.keep and not self._closed:
+            connection.idle_since = time.monotonic()
+            self._idle.append(connection)
+            self._prune(connection.idle_since)
+        else:
+            connection.close()
+        return status, content
+
+    def _reusable(self) -> _Connection | None:
+        now = time.monotonic()
+        while self._idle:
+            connection = self._idle.pop()  # the most recently used: the likeliest to be alive
+            if not connection.lost and now - connection.idle_since < IDLE_REUSE:
+                return connection
+            connection.close()
+        return None
+
+    def _prune(self, now: float) -> None:
+        # The connections a burst of concurrent calls left idle are closed once too old to be
+        # reused, not held (with their descriptors) until a later burst walks past them.
+        while self._idle and (self._idle[0].lost or now - self._idle[0].idle_since >= IDLE_REUSE):
+            self._idle.popleft().close()
+
+    async def _open(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await loop.create_connection(_Connection, self._host, self._port)
+        except OSError as exc:
+            raise UpstreamError(f"cannot connect: {exc!r}") from exc
+        return connection
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for connection in (*self._idle, *self._busy):
+            connection.close()
+        self._idle.clear()
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: one request at a time, its reply parsed as it arrives."""
+
+    def __init__(self) -> None:
+        import httptools  # present: `connect` chose this client because it is
+
+        self._parser = httptools.HttpResponseParser(self)
+        self._parse_error: tuple[type[Exception], ...] = (httptools.HttpParserError,)
+        self._transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self._chunks: list[bytes] = []
+        self._status = 0
+        self._framed = False  # the reply says where its body ends (Content-Length or chunked)
+        self._headers_done = False
+        self.keep = False
+        self.lost = False
+        self.idle_since = 0.0
+
+    async def exchange(self, data: bytes) -> tuple[int, bytes]:
+        assert self._transport is not None and self._waiter is None, "one request at a time"
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._chunks, self._framed, self._headers_done, self.keep = [], False, False, False
+        self._transport.write(data)
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        self.lost = True
+        if self._transport is not None:
+            self._transport.close()
+
+    # --- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # (uvloop's is not an asyncio.Transport subclass)
+
+    def data_received(self, data: bytes) -> None:
+        # (Bytes nobody asked for end the connection in on_message_begin, or as a parse error.)
+        try:
+            self._parser.feed_data(data)
+        except self._parse_error as exc:
+            self._fail(UpstreamError(f"the engine's reply is not valid HTTP/1.1: {exc}"))
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self._waiter is not None and not self._waiter.done():
+            if self._headers_done and not self._framed:  # a body that ends where the connection does
+                self._waiter.set_result((self._status, b"".join(self._chunks)))
+            else:
+                self._fail(UpstreamError("the engine closed the connection before its reply was whole"))
+
+    # --- httptools callbacks ----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():  # a second reply to one request
+            self.close()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self._status = self._parser.get_status_code()
+        self._headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if 100 <= self._status < 200:  # an interim reply (we send no Expect, but an engine may): the real one follows
+            self._chunks, self._framed, self._headers_done = [], False, False
+            return
+        self.keep = self._parser.should_keep_alive()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result((self._status, b"".join(self._chunks)))
+
+    def _fail(self, exc: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+
+
+class AiohttpUpstream:
+    """aiohttp's client to the engine (`https://` engines, or no httptools)."""
+
+    def __init__(self, base: str, timeout: float) -> None:
+        self.base = base.rstrip("/")
+        self.timeout = timeout
+        self._urls: dict[str, URL] = {}  # parsed once per path, not per call
+        self._session: aiohttp.ClientSession | None = None
+
+    async def request(self, method: str, path: str, body: bytes | None, headers: Mapping[str, str]) -> Reply:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),  # the harness's concurrency is the bound
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                skip_auto_headers=("Accept-Encoding", "User-Agent"),
+            )
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self.base + path)
+        options: dict[str, Any] = {"headers": dict(headers)}
+        if body is not None:
+            options["data"] = body  # bytes: aiohttp sends them as they are
+        try:
+            async with self._session.request(method, url, **options) as response:
+                return response.status, await response.read()
+        except TimeoutError:  # (aiohttp's own time-out error is one)
+            raise
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(repr(exc)) from exc
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await session.close()
