@@ -389,3 +389,9 @@ async def test_an_engine_nobody_serves_is_a_502_that_is_recorded(tmp_path: Path)
     assert models.status_code == 502
     [call] = read_calls(tmp_path)["down"]
     assert call.status == 502 and call.error and "cannot reach" in call.error
+
+
+@pytest.mark.parametrize("key", ["sk-\u2013pasted", "sk\r\nInjected: 1"])
+def test_an_upstream_key_that_cannot_be_a_header_is_refused_at_start(key: str) -> None:
+    with pytest.raises(ValueError, match="upstream key"):
+        Gateway(GatewayConfig(upstream="http://127.0.0.1:8000/v1", upstream_key=key))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import pytest
@@ -100,6 +102,13 @@ async def lost(client: LeanUpstream) -> None:
     assert connection.lost
 
 
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    """Both event loops: `mcpgym gateway` runs on uvloop when it is installed (`mcpgym[fast]`,
+    which the test environments have: a missing uvloop fails here, not skips)."""
+    return "asyncio", {"use_uvloop": request.param == "uvloop"}
+
+
 @pytest.fixture(params=sorted(CLIENTS))
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -133,7 +142,7 @@ async def test_a_request_names_the_base_path_and_host_and_carries_its_body(kind:
     assert peers[0].requests[1][0].startswith(b"GET /v1/models HTTP/1.1\r\n")
 
 
-@pytest.mark.parametrize("framing", ["length", "chunked", "close"])
+@pytest.mark.parametrize("framing", ["length", "chunked", "close", "close 1.1", "identity"])
 async def test_a_reply_is_read_whole_whatever_its_framing(kind: str, framing: str) -> None:
     text = b'{"choices": []}' * 300  # more than one read's worth
     wire = {
@@ -142,12 +151,14 @@ async def test_a_reply_is_read_whole_whatever_its_framing(kind: str, framing: st
         + b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (text[:1000], text[1000:]))
         + b"0\r\n\r\n",
         "close": b"HTTP/1.0 200 OK\r\n\r\n" + text,  # the body ends where the connection does
+        "close 1.1": b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + text,
+        "identity": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n" + text,  # (not chunked: to the close)
     }[framing]
 
     async def handler(peer: Peer) -> None:
         await peer.read()
         await peer.send(wire)
-        if framing != "close":
+        if framing == "length" or framing == "chunked":
             await peer.read()  # (keeps the connection; the client closes it)
 
     async with engine(handler) as (base, _), client_of(kind, base) as client:
@@ -205,9 +216,21 @@ async def test_a_connection_idle_past_the_engines_keep_alive_is_not_reused(
     assert [len(p.requests) for p in peers] == ([3] if idle_reuse else [1, 1, 1])
 
 
-@pytest.mark.parametrize("broken", ["cut short", "not http", "closed at once"])
+BROKEN = {
+    "cut short": reply(b"x" * 100)[:-90],
+    "not http": b"HELLO THERE\r\n\r\n",
+    "closed at once": b"",
+}
+UPGRADE = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"
+"""An upgrade is broken for the lean client too (aiohttp returns it as a 101)."""
+
+
+@pytest.mark.parametrize(
+    ("kind", "broken"),
+    [(kind, broken) for kind in sorted(CLIENTS) for broken in sorted(BROKEN)] + [("lean", "an upgrade")],
+)
 async def test_a_broken_reply_is_an_upstream_error_and_the_next_call_works(kind: str, broken: str) -> None:
-    wire = {"cut short": reply(b"x" * 100)[:-90], "not http": b"HELLO THERE\r\n\r\n", "closed at once": b""}[broken]
+    wire = BROKEN.get(broken, UPGRADE)
 
     async def handler(peer: Peer) -> None:
         await peer.read()
@@ -349,3 +372,76 @@ async def test_connections_a_burst_left_idle_are_closed_once_too_old_to_reuse() 
         with anyio.fail_after(10):
             for peer in pruned:  # the engine sees them closed
                 await peer.closed.wait()
+
+
+async def test_a_body_cut_by_a_reset_is_an_error_not_a_whole_reply() -> None:
+    # A body that ends at the close is whole only when the connection ended cleanly.
+    async def handler(peer: Peer) -> None:
+        await peer.read()
+        if len(peers) > 1:
+            await peer.send(reply(b"fine"))
+            await peer.read()
+            return
+        await peer.send(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npart of it")
+        raw = peer.stream.extra(SocketAttribute.raw_socket)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+
+    async with engine(handler) as (base, peers), client_of("lean", base) as client:
+        with pytest.raises(UpstreamError):
+            await client.request("GET", "/models", None, {})
+        assert await client.request("GET", "/models", None, {}) == (200, b"fine")
+
+
+async def test_a_connection_whose_end_the_engine_announced_is_not_taken_again() -> None:
+    # The engine's FIN and a caller's next call can land in one loop pass; the caller must not
+    # take the connection between eof_received and connection_lost (here: eof_received alone).
+    async with engine(answering) as (base, peers), client_of("lean", base) as client:
+        assert isinstance(client, LeanUpstream)
+        assert await client.request("GET", "/models", None, {}) == (200, b"echo ")
+        [idle] = client._idle
+        assert idle.eof_received() is False
+        assert await client.request("GET", "/models", None, {}) == (200, b"echo ")
+    assert [len(p.requests) for p in peers] == [1, 1]
+
+
+async def test_a_time_out_of_zero_is_no_time_out(kind: str) -> None:
+    async with engine(answering) as (base, _), client_of(kind, base, seconds=0) as client:
+        assert await client.request("GET", "/models", None, {}) == (200, b"echo ")
+
+
+async def test_a_cancelled_caller_leaves_no_connection_to_reuse(kind: str) -> None:
+    on_the_wire = anyio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.read()
+        on_the_wire.set()
+        await peer.read()  # never answers; returns when the client closes the connection
+
+    async with engine(handler) as (base, peers), client_of(kind, base) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.request, "GET", "/models", None, {})
+            with anyio.fail_after(10):
+                await on_the_wire.wait()
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            await peers[0].closed.wait()
+        if isinstance(client, LeanUpstream):
+            assert not client._idle and not client._busy
+
+
+def test_credentials_in_the_url_go_through_aiohttp_which_sends_them() -> None:
+    assert isinstance(upstream.connect("http://user:secret@127.0.0.1:8000/v1", 1), AiohttpUpstream)
+    with pytest.raises(ValueError, match="without credentials"):
+        LeanUpstream("http://user:secret@127.0.0.1:8000/v1", 1)
+
+
+def test_an_international_host_name_goes_on_the_wire_as_idna() -> None:
+    client = LeanUpstream("http://b\u00fccher.invalid:8000/v1", 1)
+    assert client._host_header == "xn--bcher-kva.invalid:8000" and client._host == "xn--bcher-kva.invalid"
+
+
+async def test_a_header_that_is_not_latin1_is_an_upstream_error() -> None:
+    async with engine(answering) as (base, peers), client_of("lean", base) as client:
+        with pytest.raises(UpstreamError, match="latin-1"):
+            await client.request("GET", "/models", None, {"authorization": "Bearer sk\u2013x"})
+    assert peers == []

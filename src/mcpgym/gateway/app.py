@@ -77,8 +77,9 @@ class Gateway:
     def __post_init__(self) -> None:
         if not self.config.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must start with http:// or https://, got {self.config.upstream!r}")
-        if any(c in (self.config.upstream_key or "") for c in "\r\n\0"):
-            raise ValueError("the upstream key may not contain CR, LF or NUL")
+        key = self.config.upstream_key or ""
+        if any(c in key for c in "\r\n\0") or not key.isascii():
+            raise ValueError("the upstream key may hold ASCII text only (no CR, LF or NUL)")
         self.base = self.config.upstream.rstrip("/")
         if self.config.record is not None:
             self.recorder = Recorder(self.config.record)

@@ -12,7 +12,9 @@ the whole call). Where the two differ, the result stays what `json` would accept
 - A value orjson cannot write (an integer beyond 64 bits, a lone surrogate in a string) is
   written by `json`, ASCII-escaped, so the line is always valid UTF-8.
 - orjson writes NaN and infinities as `null` where `json` writes the non-standard `NaN`: a
-  record or reply is then strict JSON (the record's `logprobs` read back as None there).
+  record or reply is then strict JSON (the record's `logprobs` read back as None there). A
+  document that needs `json` (above) keeps its `NaN`, which `json` and `read_calls` read and
+  strict parsers refuse.
 - orjson reads an integer beyond 64 bits as a float; `json` keeps it whole. Engines' replies
   hold token ids, counts and timestamps, far inside that range.
 

@@ -59,8 +59,11 @@ class Upstream(Protocol):
 
 
 def connect(base: str, timeout: float) -> Upstream:
-    """The client for an engine at `base` (its OpenAI base URL, `http://host:port/v1`)."""
-    if base.startswith("http://") and importlib.util.find_spec("httptools") is not None:
+    """The client for an engine at `base` (its OpenAI base URL, `http://host:port/v1`); `timeout`
+    <= 0 waits for ever. A URL with credentials (`http://user:pass@host`) goes through aiohttp,
+    which sends them as Basic auth."""
+    plain = base.startswith("http://") and URL(base).user is None
+    if plain and importlib.util.find_spec("httptools") is not None:
         return LeanUpstream(base, timeout)
     return AiohttpUpstream(base, timeout)
 
@@ -76,13 +79,15 @@ class LeanUpstream:
 
     def __init__(self, base: str, timeout: float) -> None:
         url = URL(base)
-        if url.scheme != "http" or not url.host:
-            raise ValueError(f"LeanUpstream speaks plain http:// only, got {base!r}")
+        if url.scheme != "http" or not url.raw_host or url.user is not None:
+            raise ValueError(f"LeanUpstream speaks plain http:// without credentials only, got {base!r}")
         self.base = base
-        self.timeout = timeout
-        self._host, self._port = url.host, url.port or 80
-        self._prefix = url.raw_path.rstrip("/")  # raw: as written, percent-escapes kept
-        authority = f"[{url.host}]" if ":" in url.host else url.host
+        self.timeout = timeout if timeout > 0 else None  # as aiohttp's: 0 is no time-out
+        # Raw: the host as it goes on the wire (an international name as IDNA, `xn--...`), the
+        # path as written (percent-escapes kept).
+        self._host, self._port = url.raw_host, url.port or 80
+        self._prefix = url.raw_path.rstrip("/")
+        authority = f"[{url.raw_host}]" if ":" in url.raw_host else url.raw_host
         self._host_header = f"{authority}:{self._port}"
         self._idle: deque[_Connection] = deque()  # in the order they went idle: the oldest first
         self._busy: set[_Connection] = set()
@@ -97,10 +102,16 @@ class LeanUpstream:
             lines.append(f"{name}: {value}\r\n")
         if body is not None:
             lines.append(f"Content-Length: {len(body)}\r\n")
-        head = "".join(lines).encode("latin-1") + b"\r\n"
+        try:
+            head = "".join(lines).encode("latin-1") + b"\r\n"
+        except UnicodeEncodeError as exc:
+            raise UpstreamError(f"a header for the engine is not latin-1 text: {exc}") from None
         # asyncio.timeout, not anyio's: this runs on every model call and asyncio's costs less.
         async with asyncio.timeout(self.timeout):
             connection = self._reusable() or await self._open()
+            if self._closed:  # closed while this call was connecting
+                connection.close()
+                raise UpstreamError("the gateway's client to the engine is closed")
             self._busy.add(connection)
             try:
                 status, content = await connection.exchange(head + body if body else head)
@@ -121,7 +132,7 @@ class LeanUpstream:
         now = time.monotonic()
         while self._idle:
             connection = self._idle.pop()  # the most recently used: the likeliest to be alive
-            if not connection.lost and now - connection.idle_since < IDLE_REUSE:
+            if not connection.ended and now - connection.idle_since < IDLE_REUSE:
                 return connection
             connection.close()
         return None
@@ -129,7 +140,7 @@ class LeanUpstream:
     def _prune(self, now: float) -> None:
         # The connections a burst of concurrent calls left idle are closed once too old to be
         # reused, not held (with their descriptors) until a later burst walks past them.
-        while self._idle and (self._idle[0].lost or now - self._idle[0].idle_since >= IDLE_REUSE):
+        while self._idle and (self._idle[0].ended or now - self._idle[0].idle_since >= IDLE_REUSE):
             self._idle.popleft().close()
 
     async def _open(self) -> _Connection:
@@ -154,16 +165,23 @@ class _Connection(asyncio.Protocol):
         import httptools  # present: `connect` chose this client because it is
 
         self._parser = httptools.HttpResponseParser(self)
-        self._parse_error: tuple[type[Exception], ...] = (httptools.HttpParserError,)
+        # (An upgrade, `101`, is not an HttpParserError: no engine should answer one.)
+        self._parse_error: tuple[type[Exception], ...] = (httptools.HttpParserError, httptools.HttpParserUpgrade)
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self._chunks: list[bytes] = []
         self._status = 0
         self._framed = False  # the reply says where its body ends (Content-Length or chunked)
         self._headers_done = False
+        self._closed_here = False
         self.keep = False
         self.lost = False
         self.idle_since = 0.0
+
+    @property
+    def ended(self) -> bool:
+        """Not to be used again: lost, closed, or closing (the engine's FIN came this loop pass)."""
+        return self.lost or self._transport is None or self._transport.is_closing()
 
     async def exchange(self, data: bytes) -> tuple[int, bytes]:
         assert self._transport is not None and self._waiter is None, "one request at a time"
@@ -176,7 +194,7 @@ class _Connection(asyncio.Protocol):
             self._waiter = None
 
     def close(self) -> None:
-        self.lost = True
+        self.lost = self._closed_here = True
         if self._transport is not None:
             self._transport.close()
 
@@ -194,12 +212,15 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def eof_received(self) -> bool:
+        self.lost = True  # from now, not from connection_lost: a caller woken first must not take it
         return False  # close our side too; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         if self._waiter is not None and not self._waiter.done():
-            if self._headers_done and not self._framed:  # a body that ends where the connection does
+            if self._headers_done and not self._framed and exc is None and not self._closed_here:
+                # A body that ends where the connection does, and it ended cleanly (not reset,
+                # not closed by us mid-reply): the whole of it.
                 self._waiter.set_result((self._status, b"".join(self._chunks)))
             else:
                 self._fail(UpstreamError("the engine closed the connection before its reply was whole"))
@@ -211,7 +232,9 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
+        # Framed: a length, or chunked as the last coding (any other coding ends at the close).
+        name = name.lower()
+        if name == b"content-length" or (name == b"transfer-encoding" and value.lower().rstrip().endswith(b"chunked")):
             self._framed = True
 
     def on_headers_complete(self) -> None:
