@@ -145,7 +145,7 @@ class Gateway:
         if refusal := self._refusal(request, key):
             return _openai_error(401, refusal)
         raw = await request.body()
-        body = _json_object(raw)
+        body = codec.object_or_none(raw, json.loads)
         if body is None or not isinstance(body.get("messages"), list):
             return _openai_error(400, "the body must be a JSON object with a messages list")
         stream, options = bool(body.pop("stream", False)), body.pop("stream_options", None)
@@ -162,7 +162,7 @@ class Gateway:
         if refusal := self._refusal(request, key):
             return JSONResponse(anthropic.error(401, refusal), status_code=401)
         raw = await request.body()
-        body = _json_object(raw)
+        body = codec.object_or_none(raw, json.loads)
         if body is None:
             return JSONResponse(anthropic.error(400, "the body must be a JSON object"), status_code=400)
         try:
@@ -196,7 +196,7 @@ class Gateway:
         """`{"episode_id": E, "key": K?}` -> `{"episode_id": E, "key": K}`: calls bearing K join E."""
         if refusal := self._refusal(request, self._key(request)):
             return _openai_error(401, refusal)
-        body = _json_object(await request.body())
+        body = codec.object_or_none(await request.body(), json.loads)
         episode = body.get("episode_id") if body else None
         if not isinstance(episode, str) or not episode:
             return _openai_error(400, 'the body must be {"episode_id": "...", "key": "..." (optional)}')
@@ -284,14 +284,6 @@ class Gateway:
         elif self.config.forward_key and (given := request.headers.get("authorization")):
             headers["authorization"] = given
         return headers
-
-
-def _json_object(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _openai_error(status: int, message: str) -> Response:

@@ -61,10 +61,10 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
-def object_or_none(raw: bytes) -> dict[str, Any] | None:
-    """`raw` when it is a JSON object, else None."""
+def object_or_none(raw: bytes, read: Callable[[bytes], Any] = loads) -> dict[str, Any] | None:
+    """`raw` when it is a JSON object, else None (`read=json.loads` for the client's request: above)."""
     try:
-        value = loads(raw)
+        value = read(raw)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -186,12 +186,16 @@ class _Connection(asyncio.Protocol):
     async def exchange(self, data: bytes) -> tuple[int, bytes]:
         assert self._transport is not None and self._waiter is None, "one request at a time"
         self._waiter = asyncio.get_running_loop().create_future()
-        self._chunks, self._framed, self._headers_done, self.keep = [], False, False, False
+        self._next_reply()
+        self.keep = False
         self._transport.write(data)
         try:
             return await self._waiter
         finally:
             self._waiter = None
+
+    def _next_reply(self) -> None:
+        self._chunks, self._framed, self._headers_done = [], False, False
 
     def close(self) -> None:
         self.lost = self._closed_here = True
@@ -246,7 +250,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         if 100 <= self._status < 200:  # an interim reply (we send no Expect, but an engine may): the real one follows
-            self._chunks, self._framed, self._headers_done = [], False, False
+            self._next_reply()
             return
         self.keep = self._parser.should_keep_alive()
         if self._waiter is not None and not self._waiter.done():
